@@ -1,0 +1,1 @@
+"""HTTP frontend (OpenAI audio API, Willow Inference Server API): see issue 5."""

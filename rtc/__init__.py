@@ -1,0 +1,1 @@
+"""WebRTC frontend (browser audio in, transcripts out): see issue 6."""

@@ -1,0 +1,43 @@
+"""Shared fixtures: one data dir and one server with the bundled models for the whole run."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from helpers import Server, assert_clean_log, start_server
+
+MAX_AUDIO_SECONDS = 60
+MAX_TEXT_CHARS = 2000
+
+
+@pytest.fixture(scope="session")
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One data dir for every server, so bundled Whisper base is joined only once."""
+    return tmp_path_factory.mktemp("data")
+
+
+@pytest.fixture(scope="session")
+def server(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """Whisper base (default) and tiny.en, Piper joe, on a real TCP port."""
+    running = start_server(
+        [
+            "--data-dir",
+            str(data_dir),
+            "--asr-model",
+            "base",
+            "--asr-model",
+            "tiny.en",
+            "--voice",
+            "en_US-joe-medium",
+            "--max-audio-seconds",
+            str(MAX_AUDIO_SECONDS),
+            "--max-text-chars",
+            str(MAX_TEXT_CHARS),
+        ],
+        tmp_path_factory.mktemp("server"),
+    )
+    yield running
+    assert running.stop() == 0, running.log
+    assert_clean_log(running.log)

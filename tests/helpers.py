@@ -1,0 +1,241 @@
+"""Test helpers: start a real server process, speak Wyoming to it, load and score audio."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import wave
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import av
+import jiwer
+import numpy as np
+from wyoming.asr import Transcribe
+from wyoming.audio import AudioChunk, AudioStart, AudioStop
+from wyoming.client import AsyncClient, AsyncTcpClient
+from wyoming.event import Event
+from wyoming.tts import Synthesize, SynthesizeVoice
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = ROOT / "tests" / "corpus" / "ljspeech"
+READY_LINE = "Wyoming server listening on"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def offline_env(home: Path) -> dict[str, str]:
+    """Environment for a server that must find everything locally."""
+    env = dict(os.environ)
+    env.update(HF_HUB_OFFLINE="1", HF_HOME=str(home / "hf-home"), PYTHONUNBUFFERED="1")
+    return {key: value for key, value in env.items() if not key.startswith("WIS_")}
+
+
+@dataclass
+class Server:
+    """A wyoming-wis process started by a test."""
+
+    process: subprocess.Popen
+    log_path: Path
+    host: str
+    port: int
+
+    @property
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def client(self) -> AsyncTcpClient:
+        return AsyncTcpClient(self.host, self.port)
+
+    def rss_mb(self) -> float:
+        status = Path(f"/proc/{self.process.pid}/status").read_text()
+        return int(re.search(r"VmRSS:\s+(\d+) kB", status).group(1)) / 1024
+
+    def stop(self, timeout: float = 20) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        return self.process.returncode
+
+
+def assert_clean_log(log: str) -> None:
+    """No crash, traceback or orphaned task anywhere in a server's log."""
+    for sign in ("Traceback", "exception was never retrieved", "Task was destroyed", "ERROR"):
+        assert sign not in log, f"{sign!r} in server log:\n{log}"
+
+
+def start_server(
+    args: Sequence[str],
+    workdir: Path,
+    port: int | None = None,
+    host: str = "127.0.0.1",
+    wait: bool = True,
+    timeout: float = 180,
+) -> Server:
+    """Run `python -m wyoming_wis` and wait until it listens (its log says so)."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    port = port or free_port()
+    log_path = workdir / f"server-{port}.log"
+    argv = [sys.executable, "-m", "wyoming_wis", *args]
+    if not any(arg.startswith("--uri") for arg in args):
+        argv += ["--uri", f"tcp://{host}:{port}"]
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=log, env=offline_env(workdir), cwd=workdir)
+    server = Server(process, log_path, host, port)
+    if wait:
+        deadline = time.monotonic() + timeout
+        while READY_LINE not in server.log:
+            if process.poll() is not None:
+                raise RuntimeError(f"server exited with {process.returncode}:\n{server.log}")
+            if time.monotonic() > deadline:
+                server.stop()
+                raise TimeoutError(f"server not ready after {timeout} s:\n{server.log}")
+            time.sleep(0.1)
+    return server
+
+
+# -- audio ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Pcm:
+    audio: bytes
+    rate: int
+    width: int
+    channels: int
+
+    @property
+    def seconds(self) -> float:
+        return len(self.audio) / (self.rate * self.width * self.channels)
+
+    def samples(self) -> np.ndarray:
+        """Mono float samples of 16-bit audio."""
+        assert self.width == 2
+        data = np.frombuffer(self.audio, dtype="<i2").astype(np.float32) / 32768
+        return data.reshape(-1, self.channels).mean(axis=1)
+
+
+_AV_FORMATS = {1: "u8", 2: "s16", 4: "s32"}
+
+
+def load_audio(path: Path, rate: int = 16000, width: int = 2, channels: int = 1) -> Pcm:
+    """Decode any file PyAV reads into PCM of the given format."""
+    layout = "mono" if channels == 1 else "stereo" if channels == 2 else f"{channels}c"
+    resampler = av.AudioResampler(format=_AV_FORMATS[width], layout=layout, rate=rate)
+    out = bytearray()
+    with av.open(str(path)) as container:
+        for frame in container.decode(audio=0):
+            for piece in resampler.resample(frame):
+                out += piece.to_ndarray().tobytes()
+    for piece in resampler.resample(None):
+        out += piece.to_ndarray().tobytes()
+    return Pcm(bytes(out), rate, width, channels)
+
+
+def silence(seconds: float, rate: int = 16000) -> Pcm:
+    return Pcm(bytes(int(seconds * rate) * 2), rate, 2, 1)
+
+
+def wav_bytes(pcm: Pcm) -> bytes:
+    buffer = io.BytesIO()
+    with wave.open(buffer, "wb") as wav:
+        wav.setframerate(pcm.rate)
+        wav.setsampwidth(pcm.width)
+        wav.setnchannels(pcm.channels)
+        wav.writeframes(pcm.audio)
+    return buffer.getvalue()
+
+
+def corpus() -> list[tuple[Path, str]]:
+    return [(path, path.with_suffix(".txt").read_text().strip()) for path in sorted(CORPUS.glob("*.flac"))]
+
+
+def normalise(text: str) -> str:
+    text = re.sub(r"[^\w\s']", " ", text.lower())
+    return " ".join(text.split())
+
+
+def wer(references: Sequence[str], hypotheses: Sequence[str]) -> float:
+    return jiwer.wer([normalise(r) for r in references], [normalise(h) for h in hypotheses])
+
+
+# -- Wyoming ----------------------------------------------------------------------
+
+
+async def read_until(client: AsyncClient, *types: str, timeout: float = 120) -> list[Event]:
+    """Events up to and including the first of `types` (or an error)."""
+    events = []
+    while True:
+        event = await asyncio.wait_for(client.read_event(), timeout)
+        assert event is not None, f"connection closed; got {[e.type for e in events]}"
+        events.append(event)
+        if event.type in types or event.type == "error":
+            return events
+
+
+async def send_audio(client: AsyncClient, pcm: Pcm, frames_per_chunk: int = 1024) -> None:
+    await client.write_event(AudioStart(pcm.rate, pcm.width, pcm.channels).event())
+    step = frames_per_chunk * pcm.width * pcm.channels
+    for start in range(0, len(pcm.audio), step):
+        chunk = pcm.audio[start : start + step]
+        await client.write_event(AudioChunk(pcm.rate, pcm.width, pcm.channels, audio=chunk).event())
+    await client.write_event(AudioStop().event())
+
+
+async def transcribe(client: AsyncClient, pcm: Pcm, name: str | None = None, language: str | None = None) -> Event:
+    """Send one utterance; return the `transcript` (or `error`) event."""
+    await client.write_event(Transcribe(name=name, language=language).event())
+    await send_audio(client, pcm)
+    return (await read_until(client, "transcript"))[-1]
+
+
+@dataclass
+class Speech:
+    starts: list[dict]
+    stops: int
+    pcm: Pcm
+    events: list[Event]
+
+
+def collect_speech(events: list[Event]) -> Speech:
+    starts = [event.data for event in events if event.type == "audio-start"]
+    chunks = [event for event in events if event.type == "audio-chunk"]
+    assert starts, f"no audio-start in {[e.type for e in events]}"
+    first = starts[0]
+    for chunk in chunks:
+        assert (chunk.data["rate"], chunk.data["width"], chunk.data["channels"]) == (
+            first["rate"],
+            first["width"],
+            first["channels"],
+        )
+    audio = b"".join(chunk.payload or b"" for chunk in chunks)
+    pcm = Pcm(audio, first["rate"], first["width"], first["channels"])
+    return Speech(starts, sum(event.type == "audio-stop" for event in events), pcm, events)
+
+
+async def synthesize(client: AsyncClient, text: str, voice: SynthesizeVoice | None = None) -> Speech:
+    await client.write_event(Synthesize(text=text, voice=voice).event())
+    events = await read_until(client, "audio-stop")
+    assert events[-1].type == "audio-stop", events[-1]
+    return collect_speech(events)
+
+
+def rms(pcm: Pcm) -> float:
+    samples = pcm.samples()
+    return float(np.sqrt(np.mean(samples**2))) if len(samples) else 0.0

@@ -1,0 +1,94 @@
+"""Settings from flags and WIS_* environment variables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from wyoming_wis.config import OPTIONS, Settings, build_parser
+
+
+def test_defaults_match_the_design() -> None:
+    settings = Settings.from_args([], environ={})
+    assert settings.uri == ["tcp://0.0.0.0:10500"]
+    assert settings.asr_model == ["base"]
+    assert settings.voice == ["en_US-joe-medium"]
+    assert settings.data_dir == [Path("data")]
+    assert settings.zeroconf is None and settings.allow_download is False
+    assert settings.max_audio_seconds == 600
+
+
+def test_flags_repeat_and_override_the_environment() -> None:
+    environ = {"WIS_ASR_MODEL": "small, tiny.en", "WIS_BEAM_SIZE": "2", "WIS_DEBUG": "yes", "WIS_URI": "unix:///tmp/s"}
+    from_env = Settings.from_args([], environ=environ)
+    assert from_env.asr_model == ["small", "tiny.en"]
+    assert from_env.beam_size == 2 and from_env.debug is True and from_env.uri == ["unix:///tmp/s"]
+
+    flags = Settings.from_args(
+        ["--asr-model", "base", "--asr-model", "tiny.en", "--beam-size", "1", "--uri", "stdio://"], environ=environ
+    )
+    assert flags.asr_model == ["base", "tiny.en"]  # flags replace the environment's list, not extend it
+    assert flags.beam_size == 1 and flags.uri == ["stdio://"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "environ", "expected"),
+    [
+        ([], {}, None),
+        (["--zeroconf"], {}, ""),
+        (["--zeroconf", "kitchen"], {}, "kitchen"),
+        ([], {"WIS_ZEROCONF": "1"}, ""),
+        ([], {"WIS_ZEROCONF": "false"}, None),
+        ([], {"WIS_ZEROCONF": "attic"}, "attic"),
+    ],
+)
+def test_zeroconf_takes_an_optional_name(argv, environ, expected) -> None:
+    assert Settings.from_args(argv, environ=environ).zeroconf == expected
+
+
+@pytest.mark.parametrize(
+    ("argv", "environ"),
+    [
+        (["--beam-size", "0"], {}),
+        (["--max-audio-seconds", "-1"], {}),
+        ([], {"WIS_BEAM_SIZE": "many"}),
+        ([], {"WIS_DEBUG": "maybe"}),
+    ],
+)
+def test_bad_values_are_refused_with_a_message(argv, environ, capsys) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        Settings.from_args(argv, environ=environ)
+    assert exit_info.value.code == 2
+    assert "error" in capsys.readouterr().err
+
+
+def test_help_documents_every_flag_and_its_variable() -> None:
+    text = build_parser().format_help()
+    required = [
+        "--uri",
+        "--data-dir",
+        "--asr-model",
+        "--voice",
+        "--language",
+        "--device",
+        "--compute-type",
+        "--beam-size",
+        "--cpu-threads",
+        "--zeroconf",
+        "--zeroconf-host",
+        "--allow-download",
+        "--max-audio-seconds",
+        "--max-text-chars",
+        "--debug",
+    ]
+    for flag in required:
+        assert flag in text
+    for option in OPTIONS:
+        assert option.env in text.replace("\n", " ").replace("  ", " ")
+
+
+def test_readme_documents_every_flag() -> None:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    for option in OPTIONS:
+        assert f"`{option.flag}" in readme and f"`{option.env}`" in readme, option.flag

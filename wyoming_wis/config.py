@@ -1,0 +1,292 @@
+"""Settings: command-line flags, each also readable from a WIS_<FLAG> variable.
+
+Precedence is flag, then environment, then built-in default. One table
+(`OPTIONS`) describes every setting, so `--help`, the environment names and the
+README stay in step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import __version__
+
+ENV_PREFIX = "WIS_"
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+@dataclass(frozen=True)
+class Option:
+    """One setting: its flag, how to parse it and what it is for."""
+
+    flag: str
+    help: str
+    default: Any = None
+    type: Callable[[str], Any] = str
+    multiple: bool = False  # repeatable flag; comma-separated in the environment
+    switch: bool = False  # flag without a value
+    optional_value: bool = False  # `--flag` alone or `--flag VALUE`
+    metavar: str | None = None
+    choices: Sequence[str] | None = None
+
+    @property
+    def dest(self) -> str:
+        return self.flag.lstrip("-").replace("-", "_")
+
+    @property
+    def env(self) -> str:
+        return ENV_PREFIX + self.dest.upper()
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be above 0, got {value}")
+    return value
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option(
+        "--uri",
+        "Where the Wyoming server listens: tcp://HOST:PORT, unix://PATH or stdio://. Repeat to listen on several.",
+        default=["tcp://0.0.0.0:10500"],
+        multiple=True,
+        metavar="URI",
+    ),
+    Option(
+        "--data-dir",
+        "Folder for models, voices and state (models/NAME/, voices/NAME.onnx). "
+        "Repeat to search several; the first is written to.",
+        default=[Path("./data")],
+        type=Path,
+        multiple=True,
+        metavar="DIR",
+    ),
+    Option(
+        "--asr-model",
+        "Whisper model to load: a name (base, tiny.en, small, ...) or a path to a CTranslate2 model folder. "
+        "Repeat to keep several loaded; the first is the default.",
+        default=["base"],
+        multiple=True,
+        metavar="NAME",
+    ),
+    Option(
+        "--voice",
+        "Piper voice to load: a name (en_US-joe-medium, ...) or a path to an .onnx file. "
+        "Repeat to keep several loaded; the first is the default.",
+        default=["en_US-joe-medium"],
+        multiple=True,
+        metavar="NAME",
+    ),
+    Option(
+        "--language",
+        "Language of the speech when a request names none (en, de, ...); 'auto' detects it per request.",
+        default="auto",
+        metavar="LANG",
+    ),
+    Option(
+        "--device",
+        "Where models run: auto (CUDA if available), cpu, cuda or cuda:N.",
+        default="auto",
+        metavar="DEVICE",
+    ),
+    Option(
+        "--compute-type",
+        "CTranslate2 compute type: default (int8 on CPU, float16 on CUDA), int8, int8_float16, float16, float32, ...",
+        default="default",
+        metavar="TYPE",
+    ),
+    Option("--beam-size", "Whisper beam size (1 is greedy and fastest).", default=5, type=_positive_int, metavar="N"),
+    Option(
+        "--cpu-threads",
+        "Threads each model uses on the CPU; 0 means one per core.",
+        default=0,
+        type=_non_negative_int,
+        metavar="N",
+    ),
+    Option(
+        "--asr-workers",
+        "Transcriptions that run at the same time per Whisper model.",
+        default=2,
+        type=_positive_int,
+        metavar="N",
+    ),
+    Option(
+        "--tts-workers",
+        "Syntheses that run at the same time per voice.",
+        default=2,
+        type=_positive_int,
+        metavar="N",
+    ),
+    Option(
+        "--queue-size",
+        "Requests that may wait per model or voice before new ones are answered 'busy'.",
+        default=16,
+        type=_non_negative_int,
+        metavar="N",
+    ),
+    Option(
+        "--zeroconf",
+        "Announce the Wyoming service to Home Assistant over mDNS; "
+        "NAME defaults to a name kept in the data dir, stable across restarts.",
+        optional_value=True,
+        metavar="NAME",
+    ),
+    Option(
+        "--zeroconf-host",
+        "Address to announce over zeroconf (default: the address of the interface that reaches the LAN).",
+        metavar="HOST",
+    ),
+    Option(
+        "--allow-download",
+        "Allow downloading models and voices missing locally from the Hugging Face Hub (into the first data dir).",
+        switch=True,
+        default=False,
+    ),
+    Option(
+        "--max-audio-seconds",
+        "Longest audio one request may send.",
+        default=600.0,
+        type=_positive_float,
+        metavar="SECONDS",
+    ),
+    Option(
+        "--max-text-chars",
+        "Longest text one synthesis request may send.",
+        default=10000,
+        type=_positive_int,
+        metavar="N",
+    ),
+    Option("--debug", "Log debug messages.", switch=True, default=False),
+)
+
+
+@dataclass
+class Settings:
+    """Every setting of the server, resolved (defaults live in `OPTIONS`)."""
+
+    uri: list[str]
+    data_dir: list[Path]
+    asr_model: list[str]
+    voice: list[str]
+    language: str
+    device: str
+    compute_type: str
+    beam_size: int
+    cpu_threads: int
+    asr_workers: int
+    tts_workers: int
+    queue_size: int
+    zeroconf: str | None  # None: off; "": on with the default name
+    zeroconf_host: str | None
+    allow_download: bool
+    max_audio_seconds: float
+    max_text_chars: int
+    debug: bool
+
+    @property
+    def threads(self) -> int:
+        """CPU threads per model, with 0 resolved to the number of cores."""
+        return self.cpu_threads or (os.cpu_count() or 1)
+
+    @classmethod
+    def from_args(cls, argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> Settings:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        environ = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for option in OPTIONS:
+            value = getattr(args, option.dest)
+            if value is None and option.env in environ:
+                try:
+                    value = _from_env(option, environ[option.env])
+                except (ValueError, argparse.ArgumentTypeError) as err:
+                    parser.error(f"{option.env}={environ[option.env]!r}: {err}")
+            if value is None:
+                value = list(option.default) if option.multiple else option.default
+            values[option.dest] = value
+        return cls(**values)
+
+
+def _from_env(option: Option, text: str) -> Any:
+    """Parse an environment value the way the flag would be parsed."""
+    text = text.strip()
+    if option.switch:
+        return _parse_bool(text)
+    if option.optional_value:
+        # WIS_ZEROCONF=1 turns it on with the default name; =0 leaves it off.
+        if text.lower() in _TRUE or text == "":
+            return ""
+        return None if text.lower() in _FALSE else text
+    if option.multiple:
+        return [option.type(part.strip()) for part in text.split(",") if part.strip()]
+    value = option.type(text)
+    if option.choices and value not in option.choices:
+        raise ValueError(f"expected one of {', '.join(option.choices)}")
+    return value
+
+
+def _parse_bool(text: str) -> bool:
+    lowered = text.lower()
+    if lowered in _TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    raise ValueError("expected true or false")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="wyoming-wis",
+        description=(
+            "Local speech server: Whisper speech-to-text and Piper text-to-speech over the "
+            "Wyoming protocol for Home Assistant. Every flag can also be set with an "
+            f"environment variable {ENV_PREFIX}<FLAG> (e.g. {ENV_PREFIX}BEAM_SIZE=1)."
+        ),
+    )
+    for option in OPTIONS:
+        default = option.default
+        if option.multiple and default:
+            default = ", ".join(str(item) for item in default)
+        shown_default = "" if default is None or default is False else f" Default: {default}."
+        kwargs: dict[str, Any] = {
+            "dest": option.dest,
+            "default": None,
+            "help": f"{option.help}{shown_default} [env {option.env}]",
+        }
+        if option.switch:
+            kwargs["action"] = "store_const"
+            kwargs["const"] = True
+        else:
+            kwargs["type"] = option.type
+            kwargs["metavar"] = option.metavar
+            if option.choices:
+                kwargs["choices"] = option.choices
+            if option.multiple:
+                kwargs["action"] = "append"
+            if option.optional_value:
+                kwargs["nargs"] = "?"
+                kwargs["const"] = ""
+        parser.add_argument(option.flag, **kwargs)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    return parser

@@ -1,0 +1,131 @@
+"""The core every frontend shares: resident models and the sessions built on them.
+
+Frontends ask the core for an ASR session or a speech stream by model or voice
+name; they never touch an engine's internals or load a model themselves.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TypeVar
+
+from .asr import AsrSession, WhisperEngine
+from .catalog import Catalog
+from .config import Settings
+from .errors import UnknownModel, UnknownVoice
+from .runtime import Runtime
+from .tts import PiperEngine, SpeechStream
+
+_LOGGER = logging.getLogger(__name__)
+Engine = TypeVar("Engine", WhisperEngine, PiperEngine)
+
+
+class Core:
+    def __init__(self, settings: Settings, asr: list[WhisperEngine], voices: list[PiperEngine]) -> None:
+        self.settings = settings
+        self.asr = {engine.name: engine for engine in asr}
+        self.voices = {voice.name: voice for voice in voices}
+        self.default_asr = asr[0]
+        self.default_voice = voices[0]
+
+    @classmethod
+    def load(cls, settings: Settings) -> Core:
+        """Find, load and warm up every configured model; blocking, and may take seconds."""
+        started = time.monotonic()
+        catalog = Catalog(settings.data_dir, settings.allow_download)
+        runtime = Runtime.from_settings(settings)
+        language = None if settings.language.lower() == "auto" else settings.language
+        asr = [
+            WhisperEngine(
+                catalog.asr_model(name),
+                runtime,
+                workers=settings.asr_workers,
+                queue_size=settings.queue_size,
+                beam_size=settings.beam_size,
+                default_language=language,
+            )
+            for name in _unique(settings.asr_model, "--asr-model")
+        ]
+        voices = [
+            PiperEngine(catalog.voice(name), runtime, workers=settings.tts_workers, queue_size=settings.queue_size)
+            for name in _unique(settings.voice, "--voice")
+        ]
+        core = cls(settings, _unique_names(asr), _unique_names(voices))
+        for engine in core.engines:
+            engine.warm_up()
+        _LOGGER.info(
+            "Loaded Whisper %s and voices %s on %s (%s) in %.1f s",
+            ", ".join(core.asr),
+            ", ".join(core.voices),
+            runtime.device,
+            runtime.compute_type,
+            time.monotonic() - started,
+        )
+        return core
+
+    @property
+    def engines(self) -> list[WhisperEngine | PiperEngine]:
+        return [*self.asr.values(), *self.voices.values()]
+
+    def asr_engine(self, name: str | None) -> WhisperEngine:
+        if not name:
+            return self.default_asr
+        engine = self.asr.get(name)
+        if engine is None:
+            raise UnknownModel(f"Unknown speech-to-text model {name!r} (loaded: {', '.join(self.asr)})")
+        return engine
+
+    def asr_session(self, model: str | None, language: str | None) -> AsrSession:
+        return self.asr_engine(model).session(language, self.settings.max_audio_seconds)
+
+    def voice(self, name: str | None = None, language: str | None = None) -> PiperEngine:
+        """A voice by name, else the first voice speaking `language`, else the default."""
+        if name:
+            voice = self.voices.get(name)
+            if voice is None:
+                raise UnknownVoice(f"Unknown voice {name!r} (loaded: {', '.join(self.voices)})")
+            return voice
+        if language:
+            voices = self.voices.values()
+            voice = next((v for v in voices if _speaks(v, language, exact=True)), None) or next(
+                (v for v in voices if _speaks(v, language, exact=False)), None
+            )
+            if voice is None:
+                raise UnknownVoice(f"No voice for language {language!r} (loaded: {', '.join(self.voices)})")
+            return voice
+        return self.default_voice
+
+    def speech_stream(
+        self, voice: str | None = None, speaker: str | None = None, language: str | None = None
+    ) -> SpeechStream:
+        return SpeechStream(self.voice(voice, language), speaker, self.settings.max_text_chars)
+
+    def close(self) -> None:
+        for engine in self.engines:
+            engine.close()
+
+
+def _speaks(voice: PiperEngine, language: str, exact: bool) -> bool:
+    """`en-US` matches en_US exactly; `en` or `en-GB` match any English voice otherwise."""
+    wanted = language.replace("-", "_").lower()
+    for code in voice.languages:
+        code = code.lower()
+        if code == wanted or (not exact and code.split("_")[0] == wanted.split("_")[0]):
+            return True
+    return False
+
+
+def _unique(names: list[str], flag: str) -> list[str]:
+    if not names:
+        raise ValueError(f"{flag} needs at least one name")
+    return list(dict.fromkeys(names))
+
+
+def _unique_names(engines: list[Engine]) -> list[Engine]:
+    seen: set[str] = set()
+    for engine in engines:
+        if engine.name in seen:
+            raise ValueError(f"Two models are both called {engine.name!r}; load each name once")
+        seen.add(engine.name)
+    return engines

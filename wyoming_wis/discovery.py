@@ -1,0 +1,94 @@
+"""Announce the Wyoming service over mDNS so Home Assistant discovers it.
+
+Home Assistant keys a discovered server by its mDNS instance name, so the
+name must survive restarts (and container re-creation): unless the user gives
+one, it is generated once and kept in the data dir. The announced address is a
+real one, never the 0.0.0.0 the server may be bound to.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import secrets
+import socket
+from pathlib import Path
+
+import ifaddr
+from zeroconf.asyncio import AsyncServiceInfo, AsyncZeroconf
+
+_LOGGER = logging.getLogger(__name__)
+
+SERVICE_TYPE = "_wyoming._tcp.local."
+_MDNS_GROUP = "224.0.0.251"
+_NAME_FILE = "zeroconf-name"
+
+
+class Announcement:
+    """One `_wyoming._tcp` service, registered on start and withdrawn on stop."""
+
+    def __init__(self, name: str, host: str, port: int) -> None:
+        self.host = host
+        self.port = port
+        self.info = AsyncServiceInfo(
+            SERVICE_TYPE,
+            f"{name}.{SERVICE_TYPE}",
+            addresses=[socket.inet_aton(host)],
+            port=port,
+        )
+        self._zeroconf: AsyncZeroconf | None = None
+
+    @property
+    def name(self) -> str:
+        return self.info.name[: -len(SERVICE_TYPE) - 1]
+
+    async def start(self) -> None:
+        self._zeroconf = AsyncZeroconf()
+        await self._zeroconf.async_register_service(self.info, allow_name_change=True)
+        _LOGGER.info("Announced %s at %s:%s over zeroconf", self.name, self.host, self.port)
+
+    async def stop(self) -> None:
+        if self._zeroconf is None:
+            return
+        await self._zeroconf.async_unregister_service(self.info)
+        await self._zeroconf.async_close()
+        self._zeroconf = None
+        _LOGGER.info("Withdrew zeroconf announcement %s", self.name)
+
+
+def stable_name(data_dir: Path) -> str:
+    """A name made once per data dir, so restarts keep the same identity."""
+    path = data_dir / _NAME_FILE
+    try:
+        name = path.read_text(encoding="utf-8").strip()
+        if name:
+            return name
+    except FileNotFoundError:
+        pass
+    name = f"wyoming-wis-{secrets.token_hex(3)}"
+    data_dir.mkdir(parents=True, exist_ok=True)
+    path.write_text(name + "\n", encoding="utf-8")
+    return name
+
+
+def announce_address(bound_host: str, override: str | None) -> str:
+    """The IPv4 address to announce: the override, the bound address, or the LAN one."""
+    if override:
+        return override
+    if bound_host and not ipaddress.ip_address(socket.gethostbyname(bound_host)).is_unspecified:
+        return socket.gethostbyname(bound_host)
+    try:
+        # The interface the kernel would use for mDNS; no packet is sent.
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            probe.connect((_MDNS_GROUP, 5353))
+            address = probe.getsockname()[0]
+        if not ipaddress.ip_address(address).is_unspecified:
+            return address
+    except OSError:
+        pass
+    for adapter in ifaddr.get_adapters():
+        for ip in adapter.ips:
+            if isinstance(ip.ip, str) and not ipaddress.ip_address(ip.ip).is_loopback:  # IPv4
+                return ip.ip
+    _LOGGER.warning("No LAN address found; announcing 127.0.0.1 (use --zeroconf-host)")
+    return "127.0.0.1"

@@ -1,0 +1,61 @@
+"""Errors a client can cause, each with a stable machine-readable code.
+
+Frontends turn these into their own protocol's errors (a Wyoming `error` event,
+an HTTP status with a JSON body); the code never changes once published.
+"""
+
+
+class WisError(Exception):
+    """An error to report to the client; the server carries on."""
+
+    code = "internal-error"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class BadRequest(WisError):
+    code = "bad-request"
+
+
+class UnknownModel(WisError):
+    code = "unknown-model"
+
+
+class UnknownVoice(WisError):
+    code = "unknown-voice"
+
+
+class UnknownSpeaker(WisError):
+    code = "unknown-speaker"
+
+
+class UnknownProgram(WisError):
+    code = "unknown-program"
+
+
+class UnsupportedLanguage(WisError):
+    code = "unsupported-language"
+
+
+class UnsupportedAudioFormat(WisError):
+    code = "unsupported-audio-format"
+
+
+class AudioTooLong(WisError):
+    code = "audio-too-long"
+
+
+class TextTooLong(WisError):
+    code = "text-too-long"
+
+
+class Busy(WisError):
+    code = "busy"
+
+
+class ModelNotFound(WisError):
+    """Raised at start-up; the message names every place that was searched."""
+
+    code = "model-not-found"

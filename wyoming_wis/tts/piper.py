@@ -1,0 +1,82 @@
+"""Piper voices through piper-tts (onnxruntime), one engine per loaded voice.
+
+onnxruntime sessions may be shared by threads and piper-tts guards its espeak
+phonemizer with its own lock, so one voice serves several requests at once.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import onnxruntime
+from piper import PiperVoice
+from piper.config import PiperConfig, SynthesisConfig
+
+from ..audio import AudioFormat
+from ..catalog import Found
+from ..errors import UnknownSpeaker
+from ..runtime import Runtime
+from ..scheduler import Scheduler
+
+_LOGGER = logging.getLogger(__name__)
+
+
+class PiperEngine:
+    def __init__(self, found: Found, runtime: Runtime, *, workers: int, queue_size: int) -> None:
+        self.name = found.name
+        self.found = found
+        _LOGGER.info("Loading Piper voice %s from %s (%s)", found.name, found.path, found.source)
+        with open(f"{found.path}.json", encoding="utf-8") as file:
+            config = json.load(file)
+        self.voice = PiperVoice(config=PiperConfig.from_dict(config), session=_onnx_session(found, runtime))
+        language = config.get("language", {})
+        self.languages: list[str] = [language.get("code") or self.voice.config.espeak_voice]
+        self.speakers: list[str] = list(self.voice.config.speaker_id_map)
+        quality = config.get("audio", {}).get("quality", "")
+        self.description = f"{config.get('dataset', found.name)} ({self.languages[0]}, {quality or 'piper'})"
+        self.format = AudioFormat(rate=self.voice.config.sample_rate, width=2, channels=1)
+        self.scheduler = Scheduler(f"piper-{found.name}", workers, queue_size)
+
+    def speaker_id(self, speaker: str | None) -> int | None:
+        """Speaker by name (or number) for multi-speaker voices; None is the default."""
+        if not speaker:
+            return None
+        id_map = self.voice.config.speaker_id_map
+        if speaker in id_map:
+            return id_map[speaker]
+        if speaker.isdigit() and int(speaker) < self.voice.config.num_speakers:
+            return int(speaker)
+        known = ", ".join(self.speakers) if self.speakers else "none, it has one speaker"
+        raise UnknownSpeaker(f"Voice {self.name!r} has no speaker {speaker!r} (speakers: {known})")
+
+    async def synthesize(self, text: str, speaker_id: int | None = None) -> bytes:
+        return await self.scheduler.run(self.synthesize_sync, text, speaker_id)
+
+    def synthesize_sync(self, text: str, speaker_id: int | None = None) -> bytes:
+        """16-bit mono PCM at `format.rate`; blocking, so call it from a worker."""
+        config = SynthesisConfig(speaker_id=speaker_id)
+        return b"".join(chunk.audio_int16_bytes for chunk in self.voice.synthesize(text, config))
+
+    def warm_up(self) -> None:
+        self.synthesize_sync("Ready.")
+
+    def close(self) -> None:
+        self.scheduler.close()
+
+
+def _onnx_session(found: Found, runtime: Runtime) -> onnxruntime.InferenceSession:
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = runtime.cpu_threads
+    options.inter_op_num_threads = 1
+    providers: list[str | tuple[str, dict[str, Any]]] = ["CPUExecutionProvider"]
+    if runtime.device == "cuda":
+        if "CUDAExecutionProvider" in onnxruntime.get_available_providers():
+            providers.insert(0, ("CUDAExecutionProvider", {"device_id": runtime.device_index}))
+        else:
+            _LOGGER.warning(
+                "Piper voice %s runs on the CPU: onnxruntime has no CUDA support here (install onnxruntime-gpu)",
+                found.name,
+            )
+    return onnxruntime.InferenceSession(str(found.path), sess_options=options, providers=providers)

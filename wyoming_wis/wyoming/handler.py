@@ -1,0 +1,265 @@
+"""One Wyoming connection: translate events into core sessions and back.
+
+A connection carries any number of requests in turn (the peers close after
+each). A request that fails gets an `error` event with a stable code and the
+connection stays usable; only a malformed event, after which the byte stream
+cannot be trusted, ends it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from wyoming.asr import Transcribe, Transcript
+from wyoming.audio import AudioChunk, AudioStart, AudioStop
+from wyoming.error import Error
+from wyoming.event import Event, Eventable
+from wyoming.info import Describe, SelectProgram
+from wyoming.ping import Ping, Pong
+from wyoming.server import AsyncEventHandler
+from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeStopped, SynthesizeVoice
+
+from ..asr import AsrSession
+from ..audio import AudioFormat, chunks
+from ..core import Core
+from ..errors import BadRequest, UnknownProgram, WisError
+from ..tts import SpeechStream
+from .info import PROGRAM_NAME
+from .reader import read_event
+
+_LOGGER = logging.getLogger(__name__)
+SAMPLES_PER_CHUNK = 1024  # audio-chunk size we send, as wyoming-piper does
+
+
+class WyomingHandler(AsyncEventHandler):
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, core: Core, info: Event) -> None:
+        super().__init__(reader, writer)
+        self.core = core
+        self.info = info
+        # Chosen with select-program for the rest of the connection.
+        self.asr_model: str | None = None
+        self.voice: str | None = None
+        # Speech-to-text request in progress.
+        self._session: AsrSession | None = None
+        self._audio_failed = False  # an error was sent; drop audio until audio-stop
+        # Streaming synthesis in progress (synthesize-start .. synthesize-stop).
+        self._in_stream = False
+        self._stream: SpeechStream | None = None  # None inside a stream that failed
+        self._speaking: asyncio.Task[None] | None = None
+
+    async def run(self) -> None:
+        try:
+            while True:
+                try:
+                    event = await read_event(self.reader)
+                except BadRequest as err:
+                    await self._send_error(err)
+                    break
+                if event is None or not await self.handle_event(event):
+                    break
+        except ConnectionError:
+            pass  # the client went away while we wrote to it
+        finally:
+            await self.disconnect()
+            self.writer.close()
+
+    async def handle_event(self, event: Event) -> bool:
+        route = next(((cls, method) for cls, method in _ROUTES.items() if cls.is_type(event.type)), None)
+        if route is None:
+            _LOGGER.debug("Ignoring unknown event %s", event.type)
+            return True
+        event_class, method = route
+        try:
+            try:
+                message = event_class.from_event(event)
+            except (KeyError, TypeError, ValueError, AttributeError) as err:
+                raise BadRequest(f"Malformed {event.type} event: {err!r}") from err
+            await method(self, message)
+        except WisError as err:
+            await self._send_error(err)
+        except ConnectionError:
+            raise
+        except Exception:  # a bug: report it, keep serving
+            _LOGGER.exception("Error handling %s", event.type)
+            await self._send_error(WisError(f"Internal error handling {event.type}; see the server log"))
+        return True
+
+    async def disconnect(self) -> None:
+        if self._speaking is not None:
+            self._speaking.cancel()
+        self._session = None
+
+    # -- general --------------------------------------------------------------
+
+    async def _describe(self, _: Describe) -> None:
+        await self.write_event(self.info)
+
+    async def _ping(self, ping: Ping) -> None:
+        await self.write_event(Pong(text=ping.text).event())
+
+    async def _select_program(self, select: SelectProgram) -> None:
+        """Pick a program, or (our extension) a model or voice, for this connection."""
+        name = _text(select.name, "name")
+        if name in self.core.asr:
+            self.asr_model = name
+        elif name in self.core.voices:
+            self.voice = name
+        elif name != PROGRAM_NAME:
+            raise UnknownProgram(f"Unknown program {name!r} (programs: {PROGRAM_NAME})")
+
+    # -- speech to text -------------------------------------------------------
+
+    async def _transcribe(self, request: Transcribe) -> None:
+        self._session, self._audio_failed = None, False
+        with self._audio_request():
+            self._session = self.core.asr_session(
+                _text(request.name, "name") or self.asr_model, _text(request.language, "language")
+            )
+
+    async def _audio_start(self, start: AudioStart) -> None:
+        if self._audio_failed:
+            return
+        with self._audio_request():
+            _audio_format(start).validate()
+            if self._session is None:  # audio without a transcribe event: defaults
+                self._session = self.core.asr_session(self.asr_model, None)
+
+    async def _audio_chunk(self, chunk: AudioChunk) -> None:
+        if self._audio_failed:
+            return
+        with self._audio_request():
+            if self._session is None:
+                self._session = self.core.asr_session(self.asr_model, None)
+            self._session.feed(chunk.audio or b"", _audio_format(chunk))
+
+    async def _audio_stop(self, _: AudioStop) -> None:
+        session, failed = self._session, self._audio_failed
+        self._session, self._audio_failed = None, False
+        if failed:
+            return  # the error was already sent
+        if session is None:
+            session = self.core.asr_session(self.asr_model, None)
+        transcript = await session.finish()
+        await self.write_event(Transcript(text=transcript.text, language=transcript.language).event())
+
+    @contextmanager
+    def _audio_request(self) -> Iterator[None]:
+        """On an error during a speech-to-text request, drop its audio until audio-stop."""
+        try:
+            yield
+        except WisError:
+            self._session, self._audio_failed = None, True
+            raise
+
+    # -- text to speech -------------------------------------------------------
+
+    async def _synthesize(self, request: Synthesize) -> None:
+        if self._in_stream:
+            return  # the compatibility copy of a streamed text; its audio is already on its way
+        stream = self._open_stream(request.voice)
+        stream.write(_text(request.text, "text") or "")
+        stream.close()
+        await self._speak(stream, cycle_per_sentence=False)
+
+    async def _synthesize_start(self, start: SynthesizeStart) -> None:
+        await self._end_stream()
+        self._in_stream = True
+        self._stream = self._open_stream(start.voice)
+        self._speaking = asyncio.create_task(self._speak_stream(self._stream))
+
+    async def _synthesize_chunk(self, chunk: SynthesizeChunk) -> None:
+        if self._stream is None:
+            return  # not streaming, or the stream already failed
+        try:
+            self._stream.write(_text(chunk.text, "text") or "")
+        except WisError:
+            self._stream = None
+            if self._speaking is not None:
+                self._speaking.cancel()
+            raise
+
+    async def _synthesize_stop(self, _: SynthesizeStop) -> None:
+        await self._end_stream()
+        await self.write_event(SynthesizeStopped().event())  # always, even after an error
+
+    def _open_stream(self, voice: SynthesizeVoice | None) -> SpeechStream:
+        name = _text(voice.name, "voice.name") if voice else None
+        language = _text(voice.language, "voice.language") if voice else None
+        speaker = _text(voice.speaker, "voice.speaker") if voice else None
+        return self.core.speech_stream(name or (None if language else self.voice), speaker, language)
+
+    async def _end_stream(self) -> None:
+        """Finish the open stream's audio, if any."""
+        stream, speaking = self._stream, self._speaking
+        self._in_stream, self._stream, self._speaking = False, None, None
+        if stream is not None:
+            stream.close()
+        if speaking is not None:
+            await asyncio.gather(speaking, return_exceptions=True)  # it reports its own errors
+
+    async def _speak_stream(self, stream: SpeechStream) -> None:
+        try:
+            await self._speak(stream, cycle_per_sentence=True)
+        except WisError as err:
+            self._stream = None if self._stream is stream else self._stream
+            await self._send_error(err)
+        except ConnectionError:
+            pass
+        except Exception:
+            _LOGGER.exception("Error in streaming synthesis")
+            await self._send_error(WisError("Internal error in synthesis; see the server log"))
+
+    async def _speak(self, stream: SpeechStream, cycle_per_sentence: bool) -> None:
+        """Send the stream's audio: one audio-start/stop pair, or one per sentence."""
+        audio = stream.format
+        start = AudioStart(rate=audio.rate, width=audio.width, channels=audio.channels).event()
+        if not cycle_per_sentence:
+            await self.write_event(start)
+        async for pcm in stream:
+            if cycle_per_sentence:
+                await self.write_event(start)
+            for piece in chunks(pcm, SAMPLES_PER_CHUNK * audio.bytes_per_frame):
+                await self.write_event(
+                    AudioChunk(rate=audio.rate, width=audio.width, channels=audio.channels, audio=piece).event()
+                )
+            if cycle_per_sentence:
+                await self.write_event(AudioStop().event())
+        if not cycle_per_sentence:
+            await self.write_event(AudioStop().event())
+
+    async def _send_error(self, err: WisError) -> None:
+        _LOGGER.debug("Sending error %s: %s", err.code, err.message)
+        await self.write_event(Error(text=err.message, code=err.code).event())
+
+
+def _audio_format(event: AudioStart | AudioChunk) -> AudioFormat:
+    values = (event.rate, event.width, event.channels)
+    if not all(isinstance(value, int) and not isinstance(value, bool) for value in values):
+        raise BadRequest(f"Audio rate, width and channels must be integers, got {values}")
+    return AudioFormat(*values)
+
+
+def _text(value: Any, field: str) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise BadRequest(f"{field} must be a string, got {type(value).__name__}")
+    return value
+
+
+_Route = Callable[[WyomingHandler, Any], Awaitable[None]]
+_ROUTES: dict[type[Eventable], _Route] = {
+    Describe: WyomingHandler._describe,
+    Ping: WyomingHandler._ping,
+    SelectProgram: WyomingHandler._select_program,
+    Transcribe: WyomingHandler._transcribe,
+    AudioStart: WyomingHandler._audio_start,
+    AudioChunk: WyomingHandler._audio_chunk,
+    AudioStop: WyomingHandler._audio_stop,
+    Synthesize: WyomingHandler._synthesize,
+    SynthesizeStart: WyomingHandler._synthesize_start,
+    SynthesizeChunk: WyomingHandler._synthesize_chunk,
+    SynthesizeStop: WyomingHandler._synthesize_stop,
+}

@@ -1,0 +1,64 @@
+"""The `info` this server advertises in answer to `describe`."""
+
+from __future__ import annotations
+
+from wyoming.info import AsrModel, AsrProgram, Attribution, Info, TtsProgram, TtsVoice, TtsVoiceSpeaker
+
+from .. import PROJECT_URL, __version__
+from ..core import Core
+
+PROGRAM_NAME = "wyoming-wis"  # the name of both programs; select-program accepts it
+WHISPER = Attribution(name="OpenAI", url="https://github.com/openai/whisper")
+PIPER = Attribution(name="Rhasspy", url="https://github.com/OHF-Voice/piper1-gpl")
+US = Attribution(name="wyoming-wis", url=PROJECT_URL)
+
+
+def build_info(core: Core) -> Info:
+    """Everything loaded, marked installed: nothing advertised needs a download."""
+    models = [
+        AsrModel(
+            name=engine.name,
+            attribution=WHISPER,
+            installed=True,
+            description=f"Whisper {engine.name} ({'multilingual' if engine.multilingual else 'English only'})",
+            version=engine.found.version,
+            languages=engine.languages,
+        )
+        for engine in core.asr.values()
+    ]
+    voices = [
+        TtsVoice(
+            name=voice.name,
+            attribution=PIPER,
+            installed=True,
+            description=voice.description,
+            version=voice.found.version,
+            languages=voice.languages,
+            speakers=[TtsVoiceSpeaker(name=speaker) for speaker in voice.speakers] or None,
+        )
+        for voice in core.voices.values()
+    ]
+    return Info(
+        asr=[
+            AsrProgram(
+                name=PROGRAM_NAME,
+                attribution=US,
+                installed=True,
+                description="Whisper speech-to-text (faster-whisper)",
+                version=__version__,
+                models=models,
+                supports_transcript_streaming=False,
+            )
+        ],
+        tts=[
+            TtsProgram(
+                name=PROGRAM_NAME,
+                attribution=US,
+                installed=True,
+                description="Piper text-to-speech",
+                version=__version__,
+                voices=voices,
+                supports_synthesize_streaming=True,
+            )
+        ],
+    )
