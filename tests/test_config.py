@@ -54,6 +54,9 @@ def test_zeroconf_takes_an_optional_name(argv, environ, expected) -> None:
         (["--max-audio-seconds", "-1"], {}),
         ([], {"WIS_BEAM_SIZE": "many"}),
         ([], {"WIS_DEBUG": "maybe"}),
+        (["--device", "gpu"], {}),
+        ([], {"WIS_DEVICE": "cpu:1"}),
+        ([], {"WIS_ASR_MODEL": " , "}),
     ],
 )
 def test_bad_values_are_refused_with_a_message(argv, environ, capsys) -> None:

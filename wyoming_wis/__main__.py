@@ -17,7 +17,7 @@ from . import __version__
 from .config import Settings
 from .core import Core
 from .discovery import Announcement, announce_address, stable_name
-from .errors import ModelNotFound
+from .errors import StartupError
 from .wyoming import WyomingHandler, build_info
 
 _LOGGER = logging.getLogger("wyoming_wis")
@@ -37,7 +37,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             sys.exit(f"wyoming-wis: --uri {uri!r}: use tcp://HOST:PORT, unix://PATH or stdio://")
     try:
         asyncio.run(serve(settings))
-    except ModelNotFound as err:
+    except StartupError as err:
         sys.exit(f"wyoming-wis: {err}")
     except KeyboardInterrupt:
         pass

@@ -33,7 +33,6 @@ class Option:
     switch: bool = False  # flag without a value
     optional_value: bool = False  # `--flag` alone or `--flag VALUE`
     metavar: str | None = None
-    choices: Sequence[str] | None = None
 
     @property
     def dest(self) -> str:
@@ -56,6 +55,13 @@ def _non_negative_int(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
     return value
+
+
+def _device(text: str) -> str:
+    kind, _, index = text.partition(":")
+    if kind not in ("auto", "cpu", "cuda") or (index and (kind != "cuda" or not index.isdigit())):
+        raise argparse.ArgumentTypeError(f"expected auto, cpu, cuda or cuda:N, got {text!r}")
+    return text
 
 
 def _positive_float(text: str) -> float:
@@ -108,6 +114,7 @@ OPTIONS: tuple[Option, ...] = (
         "--device",
         "Where models run: auto (CUDA if available), cpu, cuda or cuda:N.",
         default="auto",
+        type=_device,
         metavar="DEVICE",
     ),
     Option(
@@ -239,11 +246,11 @@ def _from_env(option: Option, text: str) -> Any:
             return ""
         return None if text.lower() in _FALSE else text
     if option.multiple:
-        return [option.type(part.strip()) for part in text.split(",") if part.strip()]
-    value = option.type(text)
-    if option.choices and value not in option.choices:
-        raise ValueError(f"expected one of {', '.join(option.choices)}")
-    return value
+        values = [option.type(part.strip()) for part in text.split(",") if part.strip()]
+        if not values:
+            raise ValueError("expected at least one value")
+        return values
+    return option.type(text)
 
 
 def _parse_bool(text: str) -> bool:
@@ -280,8 +287,6 @@ def build_parser() -> argparse.ArgumentParser:
         else:
             kwargs["type"] = option.type
             kwargs["metavar"] = option.metavar
-            if option.choices:
-                kwargs["choices"] = option.choices
             if option.multiple:
                 kwargs["action"] = "append"
             if option.optional_value:

@@ -13,7 +13,7 @@ from typing import TypeVar
 from .asr import AsrSession, WhisperEngine
 from .catalog import Catalog
 from .config import Settings
-from .errors import UnknownModel, UnknownVoice
+from .errors import StartupError, UnknownModel, UnknownVoice
 from .runtime import Runtime
 from .tts import PiperEngine, SpeechStream
 
@@ -45,11 +45,11 @@ class Core:
                 beam_size=settings.beam_size,
                 default_language=language,
             )
-            for name in _unique(settings.asr_model, "--asr-model")
+            for name in dict.fromkeys(settings.asr_model)
         ]
         voices = [
             PiperEngine(catalog.voice(name), runtime, workers=settings.tts_workers, queue_size=settings.queue_size)
-            for name in _unique(settings.voice, "--voice")
+            for name in dict.fromkeys(settings.voice)
         ]
         core = cls(settings, _unique_names(asr), _unique_names(voices))
         for engine in core.engines:
@@ -116,16 +116,10 @@ def _speaks(voice: PiperEngine, language: str, exact: bool) -> bool:
     return False
 
 
-def _unique(names: list[str], flag: str) -> list[str]:
-    if not names:
-        raise ValueError(f"{flag} needs at least one name")
-    return list(dict.fromkeys(names))
-
-
 def _unique_names(engines: list[Engine]) -> list[Engine]:
     seen: set[str] = set()
     for engine in engines:
         if engine.name in seen:
-            raise ValueError(f"Two models are both called {engine.name!r}; load each name once")
+            raise StartupError(f"Two models are both called {engine.name!r}; load each one once")
         seen.add(engine.name)
     return engines

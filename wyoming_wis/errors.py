@@ -55,7 +55,13 @@ class Busy(WisError):
     code = "busy"
 
 
-class ModelNotFound(WisError):
-    """Raised at start-up; the message names every place that was searched."""
+class StartupError(WisError):
+    """The server cannot start as configured; the message says why."""
+
+    code = "startup-error"
+
+
+class ModelNotFound(StartupError):
+    """The message names every place that was searched."""
 
     code = "model-not-found"

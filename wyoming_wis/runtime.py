@@ -21,8 +21,6 @@ class Runtime:
         device, _, index = settings.device.partition(":")
         if device == "auto":
             device = "cuda" if ctranslate2.get_cuda_device_count() > 0 else "cpu"
-        if device not in ("cpu", "cuda"):
-            raise ValueError(f"--device must be auto, cpu, cuda or cuda:N, not {settings.device!r}")
         compute_type = settings.compute_type
         if compute_type == "default":
             compute_type = "float16" if device == "cuda" else "int8"

@@ -8,14 +8,12 @@ clear answer to the client rather than a backlog that grows without end.
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from .errors import Busy
 
-_LOGGER = logging.getLogger(__name__)
 T = TypeVar("T")
 
 

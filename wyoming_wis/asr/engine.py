@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from faster_whisper import WhisperModel
 
+from ..audio import WHISPER_RATE
 from ..catalog import Found
 from ..errors import UnsupportedLanguage
 from ..runtime import Runtime
@@ -92,7 +93,7 @@ class WhisperEngine:
 
     def transcribe_sync(self, audio: np.ndarray, language: str | None) -> Transcript:
         """Transcribe 16 kHz mono float32 audio; blocking, so call it from a worker."""
-        duration = len(audio) / 16000
+        duration = len(audio) / WHISPER_RATE
         if len(audio) == 0:
             return Transcript("", language, 0.0)
         pieces, info = self.model.transcribe(audio, language=language, beam_size=self.beam_size)
@@ -103,7 +104,7 @@ class WhisperEngine:
     def warm_up(self) -> None:
         """One short pass through encoder and decoder so the first request is not slow."""
         pieces, _ = self.model.transcribe(
-            np.zeros(16000, dtype=np.float32),
+            np.zeros(WHISPER_RATE, dtype=np.float32),
             language=self.default_language or self.languages[0],
             beam_size=self.beam_size,
             temperature=0.0,

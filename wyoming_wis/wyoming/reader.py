@@ -17,7 +17,7 @@ from wyoming.event import Event
 from ..errors import BadRequest
 
 MAX_DATA_BYTES = 1 << 20  # event data (JSON) beyond the header line
-MAX_PAYLOAD_BYTES = 16 << 20  # a payload, e.g. one audio chunk
+MAX_PAYLOAD_BYTES = 1 << 20  # one audio chunk: over 5 s even of 44.1 kHz stereo, and converted in ~10 ms
 
 
 async def read_event(reader: asyncio.StreamReader) -> Event | None:

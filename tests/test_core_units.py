@@ -1,0 +1,96 @@
+"""Unit tests of core pieces the integration tests cannot corner: audio conversion, scheduling, speakers."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers import corpus, load_audio
+
+from wyoming_wis.audio import AudioFormat, PcmConverter
+from wyoming_wis.catalog import Catalog
+from wyoming_wis.config import Settings
+from wyoming_wis.errors import Busy, UnknownSpeaker, UnsupportedAudioFormat
+from wyoming_wis.runtime import Runtime
+from wyoming_wis.scheduler import Scheduler
+from wyoming_wis.tts import PiperEngine
+
+
+def test_conversion_does_not_depend_on_how_audio_is_split() -> None:
+    """Pieces cut mid-frame (odd byte counts, stereo) resample exactly like the whole."""
+    pcm = load_audio(corpus()[1][0], rate=44100, channels=2)
+    whole = PcmConverter(AudioFormat(44100, 2, 2))
+    expected = np.concatenate([whole.convert(pcm.audio), whole.flush()])
+
+    pieces = PcmConverter(AudioFormat(44100, 2, 2))
+    sizes = [1, 3, 1001, 4095, 7]
+    out, start, index = [], 0, 0
+    while start < len(pcm.audio):
+        size = sizes[index % len(sizes)]
+        out.append(pieces.convert(pcm.audio[start : start + size]))
+        start, index = start + size, index + 1
+    out.append(pieces.flush())
+    got = np.concatenate(out)
+    assert abs(len(got) - pcm.seconds * 16000) < 50
+    assert len(got) == len(expected)
+    assert np.allclose(got, expected, atol=1e-4)
+
+
+@pytest.mark.parametrize("audio_format", [AudioFormat(16000, 3, 1), AudioFormat(999, 2, 1), AudioFormat(16000, 2, 17)])
+def test_unsupported_formats_are_named(audio_format: AudioFormat) -> None:
+    with pytest.raises(UnsupportedAudioFormat) as error:
+        PcmConverter(audio_format)
+    assert "Unsupported audio format" in error.value.message
+
+
+async def test_scheduler_bounds_its_queue_and_frees_slots_when_calls_end() -> None:
+    scheduler = Scheduler("test", workers=1, queue_size=1)
+    release = threading.Event()
+    try:
+        running = asyncio.ensure_future(scheduler.run(release.wait, 10))
+        waiting = asyncio.ensure_future(scheduler.run(lambda: "second"))
+        await asyncio.sleep(0.05)
+        with pytest.raises(Busy):
+            await scheduler.run(lambda: "third")
+        assert scheduler.pending == 2
+
+        waiting.cancel()  # a waiting call whose client left is dropped, its slot freed
+        await asyncio.sleep(0.05)
+        assert scheduler.pending == 1
+        release.set()
+        assert await running is True
+        await asyncio.sleep(0.05)
+        assert scheduler.pending == 0
+        assert await scheduler.run(lambda: "again") == "again"
+    finally:
+        release.set()
+        scheduler.close()
+
+
+def test_multi_speaker_voice_lists_and_resolves_speakers(tmp_path: Path) -> None:
+    """Speaker names come from the voice config; unknown ones are a clear error."""
+    joe = Catalog([tmp_path]).voice("en_US-joe-medium")
+    config = json.loads(Path(f"{joe.path}.json").read_text())
+    config.update(num_speakers=3, speaker_id_map={"alice": 0, "bob": 1, "carol": 2})
+    voices = tmp_path / "voices"
+    voices.mkdir()
+    shutil.copy(joe.path, voices / "en_US-trio-medium.onnx")
+    (voices / "en_US-trio-medium.onnx.json").write_text(json.dumps(config))
+
+    found = Catalog([tmp_path]).voice("en_US-trio-medium")
+    settings = Settings.from_args([], environ={})
+    engine = PiperEngine(found, Runtime.from_settings(settings), workers=1, queue_size=0)
+    try:
+        assert engine.speakers == ["alice", "bob", "carol"]
+        assert engine.speaker_id("bob") == 1 and engine.speaker_id("2") == 2 and engine.speaker_id(None) is None
+        with pytest.raises(UnknownSpeaker) as error:
+            engine.speaker_id("dave")
+        assert "alice, bob, carol" in error.value.message
+        assert engine.format == AudioFormat(22050, 2, 1)
+    finally:
+        engine.close()
