@@ -33,7 +33,7 @@ class Announcement:
         self.info = AsyncServiceInfo(
             SERVICE_TYPE,
             f"{name}.{SERVICE_TYPE}",
-            addresses=[socket.inet_aton(host)],
+            addresses=[ipaddress.ip_address(host).packed],
             port=port,
         )
         self._zeroconf: AsyncZeroconf | None = None
@@ -72,11 +72,15 @@ def stable_name(data_dir: Path) -> str:
 
 
 def announce_address(bound_host: str, override: str | None) -> str:
-    """The IPv4 address to announce: the override, the bound address, or the LAN one."""
+    """The address to announce: the override, the bound address, or the LAN one."""
     if override:
         return override
-    if bound_host and not ipaddress.ip_address(socket.gethostbyname(bound_host)).is_unspecified:
-        return socket.gethostbyname(bound_host)
+    try:
+        bound = ipaddress.ip_address(socket.gethostbyname(bound_host))
+        if not bound.is_unspecified:
+            return str(bound)
+    except OSError:  # an IPv6 wildcard such as ::, or a name that does not resolve
+        pass
     try:
         # The interface the kernel would use for mDNS; no packet is sent.
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
