@@ -205,7 +205,8 @@ class WyomingHandler(AsyncEventHandler):
         try:
             await self._speak(stream, cycle_per_sentence=True)
         except WisError as err:
-            self._stream = None if self._stream is stream else self._stream
+            if self._stream is stream:  # later text for this stream is dropped
+                self._stream = None
             await self._send_error(err)
         except ConnectionError:
             pass
