@@ -206,6 +206,50 @@ async def transcribe(client: AsyncClient, pcm: Pcm, name: str | None = None, lan
 
 
 @dataclass
+class Heard:
+    """What a client heard while it streamed one utterance."""
+
+    events: list[Event]  # every event, in order
+    before_stop: list[Event]  # those that arrived before audio-stop was sent
+
+    @property
+    def transcript(self) -> Event:
+        return next(event for event in self.events if event.type in ("transcript", "error"))
+
+    def texts(self, events: list[Event] | None = None) -> str:
+        """The transcript-chunk texts, joined."""
+        return "".join(event.data["text"] for event in (events or self.events) if event.type == "transcript-chunk")
+
+
+async def stream(client: AsyncClient, pcm: Pcm, trailing_silence: float = 0.0, **transcribe: object) -> Heard:
+    """Send one utterance at the pace it was spoken, as a satellite does, reading replies meanwhile."""
+    audio = pcm.audio + bytes(int(trailing_silence * pcm.rate) * pcm.width * pcm.channels)
+    events: list[Event] = []
+
+    async def read() -> None:
+        while not events or events[-1].type not in ("transcript-stop", "error"):
+            event = await asyncio.wait_for(client.read_event(), 120)
+            assert event is not None, f"connection closed; got {[e.type for e in events]}"
+            events.append(event)
+
+    reader = asyncio.create_task(read())
+    await client.write_event(Transcribe(**transcribe).event())  # type: ignore[arg-type]
+    await client.write_event(AudioStart(pcm.rate, pcm.width, pcm.channels).event())
+    step = 1024 * pcm.width * pcm.channels  # 64 ms at 16 kHz
+    started = time.monotonic()
+    for start in range(0, len(audio), step):
+        await client.write_event(
+            AudioChunk(pcm.rate, pcm.width, pcm.channels, audio=audio[start : start + step]).event()
+        )
+        due = started + (start + step) / (pcm.rate * pcm.width * pcm.channels)
+        await asyncio.sleep(max(0.0, due - time.monotonic()))
+    before_stop = list(events)
+    await client.write_event(AudioStop().event())
+    await reader
+    return Heard(events, before_stop)
+
+
+@dataclass
 class Speech:
     starts: list[dict]
     stops: int

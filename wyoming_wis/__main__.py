@@ -57,6 +57,8 @@ async def serve(settings: Settings) -> None:
 
     servers = [AsyncServer.from_uri(uri) for uri in settings.uri]
     waiters: list[asyncio.Task[Any]] = [asyncio.create_task(stopping.wait())]
+    if settings.unload_after:
+        waiters.append(asyncio.create_task(core.unload_idle_models()))
     for server, uri in zip(servers, settings.uri, strict=True):
         if isinstance(server, AsyncStdioServer):
             waiters.append(asyncio.create_task(server.run(handler_factory)))  # ends at end of input

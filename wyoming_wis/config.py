@@ -64,6 +64,28 @@ def _device(text: str) -> str:
     return text
 
 
+def _parse_bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in _TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    raise ValueError("expected true or false")
+
+
+def _task(text: str) -> str:
+    if text not in ("transcribe", "translate"):
+        raise argparse.ArgumentTypeError(f"expected transcribe or translate, got {text!r}")
+    return text
+
+
+def _non_negative_float(text: str) -> float:
+    value = float(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
 def _positive_float(text: str) -> float:
     value = float(text)
     if value <= 0:
@@ -124,6 +146,49 @@ OPTIONS: tuple[Option, ...] = (
         metavar="TYPE",
     ),
     Option("--beam-size", "Whisper beam size (1 is greedy and fastest).", default=5, type=_positive_int, metavar="N"),
+    Option(
+        "--task",
+        "What Whisper does with speech: transcribe it, or translate it to English.",
+        default="transcribe",
+        type=_task,
+        metavar="TASK",
+    ),
+    Option(
+        "--initial-prompt",
+        "Text Whisper sees as if said just before each request, to steer spelling and style.",
+        metavar="TEXT",
+    ),
+    Option(
+        "--hotwords",
+        "Names and words to bias recognition toward (device and area names, ...), added to every request's "
+        "own transcript_names. Repeat, or separate with commas in the environment.",
+        default=[],
+        multiple=True,
+        metavar="WORDS",
+    ),
+    Option(
+        "--partial-results",
+        "Transcribe while audio still arrives and send partial transcripts (transcript-chunk); "
+        "this is also what makes the final transcript fast.",
+        default=True,
+        type=_parse_bool,
+        metavar="BOOL",
+    ),
+    Option(
+        "--max-batch",
+        "Most transcription windows decoded together in one batch per Whisper model.",
+        default=8,
+        type=_positive_int,
+        metavar="N",
+    ),
+    Option(
+        "--unload-after",
+        "Free a Whisper model's memory after this many idle seconds and reload it on the next request; "
+        "0 keeps every model loaded.",
+        default=0.0,
+        type=_non_negative_float,
+        metavar="SECONDS",
+    ),
     Option(
         "--cpu-threads",
         "Threads each model uses on the CPU; 0 means one per core.",
@@ -200,6 +265,12 @@ class Settings:
     device: str
     compute_type: str
     beam_size: int
+    task: str
+    initial_prompt: str | None
+    hotwords: list[str]
+    partial_results: bool
+    max_batch: int
+    unload_after: float
     cpu_threads: int
     asr_workers: int
     tts_workers: int
@@ -251,15 +322,6 @@ def _from_env(option: Option, text: str) -> Any:
             raise ValueError("expected at least one value")
         return values
     return option.type(text)
-
-
-def _parse_bool(text: str) -> bool:
-    lowered = text.lower()
-    if lowered in _TRUE:
-        return True
-    if lowered in _FALSE:
-        return False
-    raise ValueError("expected true or false")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -6,11 +6,14 @@ name; they never touch an engine's internals or load a model themselves.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
+from collections.abc import Sequence
 from typing import TypeVar
 
-from .asr import AsrSession, WhisperEngine
+from .asr import AsrSession, Bias, WhisperEngine
+from .asr.session import OnText
 from .catalog import Catalog
 from .config import Settings
 from .errors import StartupError, UnknownModel, UnknownVoice
@@ -43,7 +46,10 @@ class Core:
                 workers=settings.asr_workers,
                 queue_size=settings.queue_size,
                 beam_size=settings.beam_size,
+                max_batch=settings.max_batch,
                 default_language=language,
+                task=settings.task,
+                bias=Bias(settings.initial_prompt, tuple(settings.hotwords)),
             )
             for name in dict.fromkeys(settings.asr_model)
         ]
@@ -76,8 +82,30 @@ class Core:
             raise UnknownModel(f"Unknown speech-to-text model {name!r} (loaded: {', '.join(self.asr)})")
         return engine
 
-    def asr_session(self, model: str | None, language: str | None) -> AsrSession:
-        return self.asr_engine(model).session(language, self.settings.max_audio_seconds)
+    def asr_session(
+        self,
+        model: str | None = None,
+        language: str | None = None,
+        names: Sequence[str] = (),
+        terms: Sequence[str] = (),
+        on_text: OnText | None = None,
+    ) -> AsrSession:
+        """A session for one request; `on_text` gets partial text as it is recognised (if enabled)."""
+        engine = self.asr_engine(model)
+        return AsrSession(
+            engine,
+            engine.options(language, names, terms),
+            self.settings.max_audio_seconds,
+            on_text if self.settings.partial_results else None,
+        )
+
+    async def unload_idle_models(self) -> None:
+        """Run until cancelled: free Whisper models idle for `--unload-after` seconds."""
+        idle = self.settings.unload_after
+        while True:
+            await asyncio.sleep(min(idle / 2, 10.0))
+            for engine in self.asr.values():
+                await asyncio.to_thread(engine.unload_if_idle, idle)
 
     def voice(self, name: str | None = None, language: str | None = None) -> PiperEngine:
         """A voice by name, else the first voice speaking `language`, else the default."""

@@ -1,8 +1,20 @@
-"""Whisper through faster-whisper / CTranslate2, one engine per loaded model."""
+"""Whisper through faster-whisper / CTranslate2, one engine per loaded model.
+
+An engine turns audio into a transcript in three steps: the VAD finds the
+pieces worth decoding (`vad.py`), the batcher queues them so that concurrent
+requests share CTranslate2 calls (`batcher.py`), and the decoder runs each
+piece in a window that fits it (`decoder.py`). Sessions (`session.py`) call the
+same steps on audio that is still arriving.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import ctypes
 import logging
+import threading
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -13,7 +25,9 @@ from ..catalog import Found
 from ..errors import UnsupportedLanguage
 from ..runtime import Runtime
 from ..scheduler import Scheduler
-from .session import AsrSession
+from .batcher import Batcher
+from .decoder import Decoded, Decoder, Job, Options
+from .vad import Piece, SpeechDetector
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -28,13 +42,33 @@ class Segment:
 @dataclass(frozen=True)
 class Transcript:
     text: str
-    language: str | None  # forced or detected; None only for empty audio with detection on
+    language: str | None  # forced or detected; None only when nothing was said and detection is on
     duration: float  # seconds of audio
     segments: list[Segment] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class Bias:
+    """What the server always steers Whisper toward; requests add their own names and terms."""
+
+    initial_prompt: str | None = None
+    hotwords: tuple[str, ...] = ()
+
+    def prompt(self, names: Sequence[str] = (), terms: Sequence[str] = ()) -> str:
+        """Prompt text: the initial prompt, then terms, then names.
+
+        Names go last because the prompt is cut from the front when too long,
+        and names (Home Assistant's devices and areas) matter most.
+        """
+        words = list(dict.fromkeys(word.strip() for word in [*terms, *self.hotwords, *names] if word.strip()))
+        parts = [self.initial_prompt.strip()] if self.initial_prompt and self.initial_prompt.strip() else []
+        if words:
+            parts.append(", ".join(words) + ".")
+        return " ".join(parts)
+
+
 class WhisperEngine:
-    """One resident Whisper model; transcriptions run in its scheduler's threads."""
+    """One Whisper model; decoding runs in its scheduler's threads."""
 
     def __init__(
         self,
@@ -44,11 +78,15 @@ class WhisperEngine:
         workers: int,
         queue_size: int,
         beam_size: int,
+        max_batch: int,
         default_language: str | None,
+        task: str = "transcribe",
+        bias: Bias | None = None,
     ) -> None:
         self.name = found.name
         self.found = found
-        self.beam_size = beam_size
+        self.task = task
+        self.bias = bias or Bias()
         _LOGGER.info("Loading Whisper %s from %s (%s)", found.name, found.path, found.source)
         self.model = WhisperModel(
             str(found.path),
@@ -58,7 +96,8 @@ class WhisperEngine:
             cpu_threads=runtime.cpu_threads,
             num_workers=workers,
         )
-        self.multilingual: bool = self.model.model.is_multilingual
+        self.decoder = Decoder(self.model, beam_size)
+        self.multilingual = self.decoder.multilingual
         self.languages: list[str] = list(self.model.supported_languages)
         self.default_language: str | None = None
         if default_language:
@@ -69,6 +108,12 @@ class WhisperEngine:
                     "Whisper %s does not support --language %s; it will detect", self.name, default_language
                 )
         self.scheduler = Scheduler(f"whisper-{found.name}", workers, queue_size)
+        self.batcher = Batcher(self._decode, max_batch)
+        self._prompts: dict[str, tuple[int, ...]] = {}
+        # Loaded or not: decoding holds `_active`; unloading needs it at zero.
+        self._load_lock = threading.Lock()
+        self._active = 0
+        self._last_used = time.monotonic()
 
     def language(self, requested: str | None) -> str | None:
         """A request's language as Whisper names it; None means detect.
@@ -85,33 +130,108 @@ class WhisperEngine:
             )
         return code
 
-    def session(self, language: str | None, max_seconds: float) -> AsrSession:
-        return AsrSession(self, self.language(language), max_seconds)
+    def options(
+        self,
+        language: str | None = None,
+        names: Sequence[str] = (),
+        terms: Sequence[str] = (),
+        task: str | None = None,
+    ) -> Options:
+        """How to decode a request, with the server's bias and the request's own names and terms."""
+        task = task or self.task
+        if task == "translate" and not self.multilingual:
+            task = "transcribe"  # an English-only model has nothing to translate
+        return Options(self.language(language), task, self.bias.prompt(names, terms))
 
-    async def transcribe(self, audio: np.ndarray, language: str | None) -> Transcript:
-        return await self.scheduler.run(self.transcribe_sync, audio, language)
+    @property
+    def idle(self) -> bool:
+        """No request is running or waiting: spare time for work ahead of need."""
+        return self.scheduler.pending == 0
 
-    def transcribe_sync(self, audio: np.ndarray, language: str | None) -> Transcript:
-        """Transcribe 16 kHz mono float32 audio; blocking, so call it from a worker."""
-        duration = len(audio) / WHISPER_RATE
-        if len(audio) == 0:
-            return Transcript("", language, 0.0)
-        pieces, info = self.model.transcribe(audio, language=language, beam_size=self.beam_size)
-        segments = [Segment(piece.start, piece.end, piece.text.strip()) for piece in pieces]
-        text = " ".join(segment.text for segment in segments if segment.text)
-        return Transcript(text, info.language, duration, segments)
+    async def transcribe(self, audio: np.ndarray, options: Options) -> Transcript:
+        """Transcribe 16 kHz mono float32 audio of any length."""
+        detector = SpeechDetector()
+        await asyncio.to_thread(detector.update, audio)
+        return await self.transcribe_pieces(audio, detector.pieces(len(audio)), options)
+
+    async def transcribe_pieces(
+        self, audio: np.ndarray, pieces: list[Piece], options: Options, known: dict[Piece, Decoded] | None = None
+    ) -> Transcript:
+        """Decode the pieces of `audio` not in `known` (and add them to it); the rest is silence."""
+        known = {} if known is None else known
+        todo = [piece for piece in pieces if piece not in known]
+        if todo:
+            prompt = self._prompt_tokens(options.prompt)
+            slots = self.batcher.submit([Job(audio[start:end], options, prompt) for start, end in todo])
+            try:
+                known.update(zip(todo, await self.scheduler.run(self.batcher.process, slots), strict=True))
+            except BaseException:
+                self.batcher.cancel(slots)
+                raise
+        return _transcript(pieces, [known[piece] for piece in pieces], len(audio), options)
+
+    def _prompt_tokens(self, prompt: str) -> tuple[int, ...]:
+        if prompt not in self._prompts:
+            self._prompts[prompt] = self.decoder.prompt_tokens(prompt)
+        return self._prompts[prompt]
+
+    def _decode(self, jobs: list[Job]) -> list[Decoded]:
+        with self._load_lock:
+            if not self.model.model.model_is_loaded:
+                started = time.monotonic()
+                self.model.model.load_model()
+                _LOGGER.info("Reloaded Whisper %s in %.1f s", self.name, time.monotonic() - started)
+            self._active += 1
+        try:
+            return self.decoder.decode(jobs)
+        finally:
+            with self._load_lock:
+                self._active -= 1
+                self._last_used = time.monotonic()
+
+    def unload_if_idle(self, idle_seconds: float) -> bool:
+        """Free the model's memory if unused for `idle_seconds`; blocking. The next request reloads it."""
+        with self._load_lock:
+            if (
+                self._active
+                or not self.idle
+                or not self.model.model.model_is_loaded
+                or time.monotonic() - self._last_used < idle_seconds
+            ):
+                return False
+            self.model.model.unload_model()
+        _release_free_memory()
+        _LOGGER.info("Unloaded Whisper %s after %.0f s idle", self.name, idle_seconds)
+        return True
+
+    @property
+    def loaded(self) -> bool:
+        return self.model.model.model_is_loaded
 
     def warm_up(self) -> None:
-        """One short pass through encoder and decoder so the first request is not slow."""
-        pieces, _ = self.model.transcribe(
-            np.zeros(WHISPER_RATE, dtype=np.float32),
-            language=self.default_language or self.languages[0],
-            beam_size=self.beam_size,
-            temperature=0.0,
-            max_new_tokens=4,
-            condition_on_previous_text=False,
-        )
-        list(pieces)
+        """One short pass through VAD, encoder and decoder so the first request is not slow."""
+        SpeechDetector().update(np.zeros(WHISPER_RATE, dtype=np.float32))
+        self.decoder.warm_up()
 
     def close(self) -> None:
         self.scheduler.close()
+
+
+def _transcript(pieces: list[Piece], decoded: list[Decoded], samples: int, options: Options) -> Transcript:
+    segments: list[Segment] = []
+    for (start, end), result in zip(pieces, decoded, strict=True):
+        offset = start / WHISPER_RATE
+        if result.segments:  # timed by the full-window pass
+            segments += [Segment(offset + s, offset + e, text) for s, e, text in result.segments if text]
+        elif result.text:
+            segments.append(Segment(offset, end / WHISPER_RATE, result.text))
+    language = next((result.language for result in decoded if result.text), options.language)
+    return Transcript(" ".join(segment.text for segment in segments), language, samples / WHISPER_RATE, segments)
+
+
+def _release_free_memory() -> None:
+    """Hand freed heap back to the system, so an unload shows in the process's memory."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc
+        pass

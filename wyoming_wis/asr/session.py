@@ -1,49 +1,222 @@
-"""The one ASR session type: audio in as it arrives, a transcript out at the end.
+"""The one ASR session type: audio in as it arrives, partial texts while it does, a transcript at the end.
 
 Wyoming audio chunks, an HTTP body and a WebRTC track all feed a session the
-same way. Audio of any PCM format is converted to 16 kHz mono as it arrives.
+same way. While a speaker talks, the session scores the audio with the VAD and,
+when the model has nothing else to do, decodes what has been said so far:
+
+- every second or so during speech (less often when a decode is slow), a
+  quick greedy draft, to send partial text;
+- as soon as the speaker has paused for the VAD's padding (0.3 s), a full
+  decode. It covers exactly the audio a final decode would, so when the
+  client ends the request during the pause, as Home Assistant does after
+  hearing silence, the transcript is already there.
+
+Pieces of long audio already decoded are kept, so at the end only what
+changed is decoded. Audio that arrives much faster than real time (a file)
+is not a speaker: it is decoded once, at the end.
 """
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
+import logging
+import re
+import time
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..audio import AudioFormat, PcmConverter
-from ..errors import AudioTooLong
+from ..audio import WHISPER_RATE, AudioFormat, PcmConverter
+from ..errors import AudioTooLong, WisError
+from .vad import PAD, Piece, SpeechDetector
 
 if TYPE_CHECKING:
+    from .decoder import Decoded, Options
     from .engine import Transcript, WhisperEngine
+
+_LOGGER = logging.getLogger(__name__)
+
+VAD_STEP = int(0.1 * WHISPER_RATE)  # score new audio in steps of this many samples
+MIN_INTERVAL = 1.0  # seconds of audio between partial decodes, at the least
+LIVE_RATE = 1.5  # audio arriving faster than this times real time is a file
+_LIVE_SLACK = 1.0  # seconds of audio a live client may send ahead (buffers, network)
+
+OnText = Callable[[str], Awaitable[None]]
 
 
 class AsrSession:
-    def __init__(self, engine: WhisperEngine, language: str | None, max_seconds: float) -> None:
+    def __init__(
+        self, engine: WhisperEngine, options: Options, max_seconds: float, on_text: OnText | None = None
+    ) -> None:
+        """`on_text`, if given, receives stable text as it is recognised, in pieces that join into the final text."""
         self.engine = engine
-        self.language = language  # None: detect
+        self.options = options
         self.max_seconds = max_seconds
         self.seconds = 0.0  # audio received so far
+        self._on_text = on_text
         self._converter: PcmConverter | None = None
-        self._pieces: list[np.ndarray] = []
+        self._buffer = np.zeros(0, dtype=np.float32)  # grows by doubling; the first `_samples` are audio
+        self._samples = 0
+        self._detector = SpeechDetector()
+        self._known: dict[Piece, Decoded] = {}  # decoded pieces, reused while they do not change
+        self._drafts: dict[Piece, Decoded] = {}
+        self._latest: tuple[list[Piece], Transcript] | None = None
+        self._stable = _StableText()
+        self._arrived = asyncio.Event()
+        self._follower: asyncio.Task[None] | None = None
+        self._first_audio: float | None = None
+        self._finishing = False
 
     def feed(self, pcm: bytes, audio_format: AudioFormat) -> None:
-        """Add audio; the format may change between pieces."""
+        """Add audio; the format may change between pieces. Call from the event loop."""
         if self._converter is None or self._converter.source != audio_format:
             self._flush()
             self._converter = PcmConverter(audio_format)
         self.seconds += audio_format.seconds(len(pcm))
         if self.seconds > self.max_seconds:
             raise AudioTooLong(f"Audio is longer than the limit of {self.max_seconds:g} seconds")
-        self._pieces.append(self._converter.convert(pcm))
+        self._append(self._converter.convert(pcm))
+        if self._first_audio is None:
+            self._first_audio = time.monotonic()
+        if self._on_text is not None and self._follower is None:
+            self._follower = asyncio.create_task(self._follow())
+        self._arrived.set()
 
     async def finish(self) -> Transcript:
-        """Transcribe everything fed so far."""
+        """The transcript of everything fed; sends the rest of the text to `on_text` first."""
+        self._finishing = True
+        self._arrived.set()
+        if self._follower is not None:
+            await asyncio.gather(self._follower, return_exceptions=True)  # lets a decode in flight land
         self._flush()
-        audio = np.concatenate(self._pieces) if self._pieces else np.zeros(0, dtype=np.float32)
-        self._pieces = []
-        return await self.engine.transcribe(audio, self.language)
+        audio = self._audio()
+        await asyncio.to_thread(self._detector.update, audio)
+        transcript = await self._transcribe(audio)
+        await self._publish(transcript.text, final=True)
+        return dataclasses.replace(transcript, duration=len(audio) / WHISPER_RATE)
+
+    def close(self) -> None:
+        """Stop work ahead of need; for a request that ends without `finish`."""
+        self._finishing = True
+        if self._follower is not None:
+            self._follower.cancel()
+
+    # -- ahead of the end ------------------------------------------------------
+
+    async def _follow(self) -> None:
+        decoded_at, interval = 0, MIN_INTERVAL  # samples received at the last decode; seconds between decodes
+        while not self._finishing:
+            await self._arrived.wait()
+            self._arrived.clear()
+            audio = self._audio()
+            if self._finishing or len(audio) - self._detector.scored < VAD_STEP:
+                continue
+            await asyncio.to_thread(self._detector.update, audio)
+            speech_end = self._detector.speech_end()
+            if self._finishing or speech_end is None or not self._due(len(audio), speech_end, decoded_at, interval):
+                continue
+            paused = len(audio) - speech_end >= PAD
+            started = time.monotonic()
+            try:
+                transcript = await (self._transcribe(audio) if paused else self._draft(audio))
+            except WisError as err:  # e.g. busy: partial results are a bonus
+                _LOGGER.debug("No partial transcript: %s", err)
+                continue
+            elapsed = time.monotonic() - started
+            decoded_at, interval = len(audio), max(MIN_INTERVAL, 2 * elapsed)
+            _LOGGER.debug("Decoded %.1f s ahead in %.2f s: %r", len(audio) / WHISPER_RATE, elapsed, transcript.text)
+            try:  # at a pause the text is as good as final; mid-speech only words two drafts agree on
+                await self._publish(transcript.text, final=paused)
+            except ConnectionError:
+                return
+
+    def _due(self, samples: int, speech_end: int, decoded_at: int, interval: float) -> bool:
+        """Whether a decode now is worth its cost."""
+        if not self._live() or not self.engine.idle:
+            return False
+        if samples - speech_end >= PAD:  # a pause: decode it once, exactly as the end would
+            return decoded_at < speech_end + PAD
+        return samples - decoded_at >= interval * WHISPER_RATE
+
+    def _live(self) -> bool:
+        """Whether audio arrives at about the pace it was spoken."""
+        elapsed = time.monotonic() - (self._first_audio or time.monotonic())
+        return self.seconds <= LIVE_RATE * elapsed + _LIVE_SLACK
+
+    async def _transcribe(self, audio: np.ndarray) -> Transcript:
+        """Decode the speech in `audio`, or reuse the last result if its pieces are the same."""
+        pieces = self._detector.pieces(len(audio))
+        if self._latest is not None and self._latest[0] == pieces:
+            return self._latest[1]
+        transcript = await self.engine.transcribe_pieces(audio, pieces, self.options, self._known)
+        self._latest = (pieces, transcript)
+        return transcript
+
+    async def _draft(self, audio: np.ndarray) -> Transcript:
+        pieces = self._detector.pieces(len(audio))
+        options = dataclasses.replace(self.options, draft=True)
+        return await self.engine.transcribe_pieces(audio, pieces, options, self._drafts)
+
+    async def _publish(self, text: str, final: bool) -> None:
+        if self._on_text is not None and (new := self._stable.update(text, final)):
+            await self._on_text(new)
+
+    # -- audio buffer ---------------------------------------------------------
+
+    def _append(self, samples: np.ndarray) -> None:
+        end = self._samples + len(samples)
+        if end > len(self._buffer):
+            grown = np.zeros(max(end, 2 * len(self._buffer), WHISPER_RATE), dtype=np.float32)
+            grown[: self._samples] = self._buffer[: self._samples]
+            self._buffer = grown
+        self._buffer[self._samples : end] = samples
+        self._samples = end
+
+    def _audio(self) -> np.ndarray:
+        """All audio so far; a view that later audio does not change."""
+        return self._buffer[: self._samples]
 
     def _flush(self) -> None:
         if self._converter is not None:
-            self._pieces.append(self._converter.flush())
+            self._append(self._converter.flush())
             self._converter = None
+
+
+class _StableText:
+    """Words that two decodes in a row agree on, sent once each (local agreement).
+
+    A partial decode may still change its last words when more audio comes;
+    a word two decodes agree on rarely does. Words are compared without case
+    and punctuation, which early decodes of a sentence often lack. At the end,
+    the rest of the final text follows, unless the final text changed words
+    already sent; the final transcript itself is always complete.
+    """
+
+    def __init__(self) -> None:
+        self._previous: list[str] = []
+        self._sent: list[str] = []  # as compared
+
+    def update(self, text: str, final: bool) -> str:
+        words = text.split()
+        keys = [_key(word) for word in words]
+        agreed = len(keys) if final else len(_common_prefix(self._previous, keys))
+        self._previous = keys
+        if agreed <= len(self._sent) or keys[: len(self._sent)] != self._sent:
+            return ""
+        new = words[len(self._sent) : agreed]
+        first = not self._sent
+        self._sent = keys[:agreed]
+        return ("" if first else " ") + " ".join(new)
+
+
+def _key(word: str) -> str:
+    return re.sub(r"[^\w']", "", word.lower())
+
+
+def _common_prefix(a: list[str], b: list[str]) -> list[str]:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return a[:n]

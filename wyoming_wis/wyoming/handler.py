@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from wyoming.asr import Transcribe, Transcript
+from wyoming.asr import Transcribe, Transcript, TranscriptChunk, TranscriptStart, TranscriptStop
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.error import Error
 from wyoming.event import Event, Eventable
@@ -46,6 +46,7 @@ class WyomingHandler(AsyncEventHandler):
         # Speech-to-text request in progress.
         self._session: AsrSession | None = None
         self._audio_failed = False  # an error was sent; drop audio until audio-stop
+        self._transcript_started = False  # transcript-start sent for this request
         # Streaming synthesis in progress (synthesize-start .. synthesize-stop).
         self._in_stream = False
         self._stream: SpeechStream | None = None  # None inside a stream that failed
@@ -91,7 +92,7 @@ class WyomingHandler(AsyncEventHandler):
     async def disconnect(self) -> None:
         if self._speaking is not None:
             self._speaking.cancel()
-        self._session = None
+        self._end_session()
 
     # -- general --------------------------------------------------------------
 
@@ -114,10 +115,13 @@ class WyomingHandler(AsyncEventHandler):
     # -- speech to text -------------------------------------------------------
 
     async def _transcribe(self, request: Transcribe) -> None:
-        self._session, self._audio_failed = None, False
+        self._end_session()
         with self._audio_request():
-            self._session = self.core.asr_session(
-                _text(request.name, "name") or self.asr_model, _text(request.language, "language")
+            self._session = self._open_session(
+                _text(request.name, "name") or self.asr_model,
+                _text(request.language, "language"),
+                _texts(request.transcript_names, "transcript_names"),
+                _texts(request.transcript_terms, "transcript_terms"),
             )
 
     async def _audio_start(self, start: AudioStart) -> None:
@@ -126,14 +130,14 @@ class WyomingHandler(AsyncEventHandler):
         with self._audio_request():
             _audio_format(start).validate()
             if self._session is None:  # audio without a transcribe event: defaults
-                self._session = self.core.asr_session(self.asr_model, None)
+                self._session = self._open_session(self.asr_model)
 
     async def _audio_chunk(self, chunk: AudioChunk) -> None:
         if self._audio_failed:
             return
         with self._audio_request():
             if self._session is None:
-                self._session = self.core.asr_session(self.asr_model, None)
+                self._session = self._open_session(self.asr_model)
             self._session.feed(chunk.audio or b"", _audio_format(chunk))
 
     async def _audio_stop(self, _: AudioStop) -> None:
@@ -142,9 +146,39 @@ class WyomingHandler(AsyncEventHandler):
         if failed:
             return  # the error was already sent
         if session is None:
-            session = self.core.asr_session(self.asr_model, None)
-        transcript = await session.finish()
+            session = self._open_session(self.asr_model)
+        try:
+            transcript = await session.finish()
+        finally:
+            session.close()
+        await self._start_transcript(transcript.language)
         await self.write_event(Transcript(text=transcript.text, language=transcript.language).event())
+        if self._streams_transcripts:
+            await self.write_event(TranscriptStop().event())
+
+    def _open_session(
+        self, model: str | None, language: str | None = None, names: Sequence[str] = (), terms: Sequence[str] = ()
+    ) -> AsrSession:
+        self._transcript_started = False
+        return self.core.asr_session(model, language, names, terms, on_text=self._send_transcript_chunk)
+
+    @property
+    def _streams_transcripts(self) -> bool:
+        return self.core.settings.partial_results
+
+    async def _start_transcript(self, language: str | None) -> None:
+        if self._streams_transcripts and not self._transcript_started:
+            self._transcript_started = True
+            await self.write_event(TranscriptStart(language=language).event())
+
+    async def _send_transcript_chunk(self, text: str) -> None:
+        await self._start_transcript(self._session.options.language if self._session else None)
+        await self.write_event(TranscriptChunk(text=text).event())
+
+    def _end_session(self) -> None:
+        if self._session is not None:
+            self._session.close()
+        self._session, self._audio_failed = None, False
 
     @contextmanager
     def _audio_request(self) -> Iterator[None]:
@@ -152,7 +186,8 @@ class WyomingHandler(AsyncEventHandler):
         try:
             yield
         except WisError:
-            self._session, self._audio_failed = None, True
+            self._end_session()
+            self._audio_failed = True
             raise
 
     # -- text to speech -------------------------------------------------------
@@ -242,6 +277,14 @@ def _audio_format(event: AudioStart | AudioChunk) -> AudioFormat:
     if not all(isinstance(value, int) and not isinstance(value, bool) for value in values):
         raise BadRequest(f"Audio rate, width and channels must be integers, got {values}")
     return AudioFormat(*values)
+
+
+def _texts(value: Any, field: str) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise BadRequest(f"{field} must be a list of strings")
+    return value
 
 
 def _text(value: Any, field: str) -> str | None:

@@ -47,7 +47,7 @@ def build_info(core: Core) -> Info:
                 description="Whisper speech-to-text (faster-whisper)",
                 version=__version__,
                 models=models,
-                supports_transcript_streaming=False,
+                supports_transcript_streaming=core.settings.partial_results,
             )
         ],
         tts=[

@@ -1,0 +1,152 @@
+"""The ASR pipeline in-process with the real Whisper base: VAD pieces, short windows and their
+fallback, micro-batching, long audio, idle unload."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers import corpus, load_audio, wer
+
+from wyoming_wis.asr import WhisperEngine
+from wyoming_wis.asr import decoder as decoder_module
+from wyoming_wis.asr.decoder import Job, Options
+from wyoming_wis.asr.session import _StableText
+from wyoming_wis.asr.vad import LEAD, PAD, SpeechDetector
+from wyoming_wis.catalog import Catalog
+from wyoming_wis.runtime import Runtime
+
+RATE = 16000
+
+
+def samples(path: Path) -> np.ndarray:
+    return load_audio(path).samples()
+
+
+def silence(seconds: float) -> np.ndarray:
+    return np.zeros(int(seconds * RATE), dtype=np.float32)
+
+
+@pytest.fixture(scope="module")
+def engine(data_dir: Path) -> WhisperEngine:
+    """Base with one worker, so that concurrent requests queue and batch."""
+    found = Catalog([data_dir], allow_download=False).asr_model("base")
+    engine = WhisperEngine(
+        found,
+        Runtime("cpu", 0, "int8", 2),
+        workers=1,
+        queue_size=16,
+        beam_size=5,
+        max_batch=8,
+        default_language=None,
+    )
+    engine.warm_up()
+    yield engine
+    engine.close()
+
+
+def test_vad_scored_as_it_arrives_matches_one_pass() -> None:
+    """Scoring a growing buffer window by window gives the same speech as scoring it whole."""
+    audio = np.concatenate([silence(1.3), samples(corpus()[1][0]), silence(0.9)])
+    whole, growing = SpeechDetector(), SpeechDetector()
+    whole.update(audio)
+    for end in range(1000, len(audio) + 1000, 1000):  # 62.5 ms, not a multiple of the window
+        growing.update(audio[:end])
+    assert growing.scored == whole.scored
+    assert growing.pieces(len(audio)) == whole.pieces(len(audio))
+    assert growing.speech_end() == whole.speech_end()
+
+
+def test_silence_around_speech_is_cut_off() -> None:
+    clip = samples(corpus()[1][0])
+    audio = np.concatenate([silence(3), clip, silence(4)])
+    detector = SpeechDetector()
+    detector.update(audio)
+    [(start, end)] = detector.pieces(len(audio))
+    assert 3 * RATE - LEAD - 0.2 * RATE <= start <= 3 * RATE - LEAD + 0.3 * RATE  # the speech's run-up is kept
+    assert 3 * RATE + len(clip) - 0.3 * RATE <= end <= 3 * RATE + len(clip) + PAD + 0.1 * RATE
+    nothing = SpeechDetector()
+    nothing.update(silence(5))
+    assert nothing.pieces(5 * RATE) == []
+
+
+async def test_silence_alone_is_empty_without_decoding(engine: WhisperEngine) -> None:
+    before = sum(engine.batcher.sizes.values())
+    transcript = await engine.transcribe(silence(8), engine.options("en"))
+    assert transcript.text == "" and transcript.segments == []
+    assert sum(engine.batcher.sizes.values()) == before  # nothing reached Whisper
+
+
+def test_short_window_loop_falls_back_to_full_window(engine: WhisperEngine, monkeypatch) -> None:
+    """Crafted: a window with almost no silence after the speech makes Whisper base repeat itself.
+
+    The guard sees the loop and the full 30 s window gives the right text.
+    """
+    path, reference = corpus()[1]  # "in being comparatively modern." (1.9 s)
+    audio = samples(path)
+    monkeypatch.setattr(decoder_module, "MIN_WINDOW", 1)
+    monkeypatch.setattr(decoder_module, "WINDOW_STEP", 1)
+    monkeypatch.setattr(decoder_module, "MIN_SILENCE", 0)
+    job = Job(audio, Options("en"), ())
+    assert job.window == 2
+    [decoded] = engine.decoder.decode([job])
+    assert decoded.retried == "a repetition loop", decoded
+    assert wer([reference], [decoded.text]) == 0, decoded.text
+
+    monkeypatch.undo()  # the real window sizes: no loop, no second pass
+    [decoded] = engine.decoder.decode([Job(audio, Options("en"), ())])
+    assert decoded.retried is None and wer([reference], [decoded.text]) == 0, decoded
+
+
+async def test_concurrent_requests_are_batched_without_cross_talk(engine: WhisperEngine) -> None:
+    recordings = corpus()
+    engine.batcher.sizes.clear()
+    transcripts = await asyncio.gather(
+        *(engine.transcribe(samples(path), engine.options("en")) for path, _ in recordings)
+    )
+    for (_, reference), transcript in zip(recordings, transcripts, strict=True):
+        assert wer([reference], [transcript.text]) < 0.2, (reference, transcript.text)
+    assert max(engine.batcher.sizes) >= 2, engine.batcher.sizes  # one worker: the rest queued and shared calls
+
+
+async def test_long_audio_is_transcribed_whole_with_segments(engine: WhisperEngine) -> None:
+    """53 s: longer than one Whisper window. Every sentence is there, with times in order."""
+    recordings = corpus()
+    audio = np.concatenate([np.concatenate([samples(path), silence(0.3)]) for path, _ in recordings])
+    transcript = await engine.transcribe(audio, engine.options("en"))
+    assert transcript.duration > 50
+    assert wer([" ".join(reference for _, reference in recordings)], [transcript.text]) < 0.1, transcript.text
+    assert len(transcript.segments) >= 2
+    starts = [segment.start for segment in transcript.segments]
+    assert starts == sorted(starts) and transcript.segments[-1].end > 45
+    assert all(segment.end > segment.start and segment.text for segment in transcript.segments)
+
+
+async def test_idle_model_is_unloaded_and_reloaded(engine: WhisperEngine) -> None:
+    path, reference = corpus()[1]
+    assert engine.loaded
+    assert not engine.unload_if_idle(3600)  # not idle long enough
+    assert engine.unload_if_idle(0)
+    assert not engine.loaded
+    transcript = await engine.transcribe(samples(path), engine.options("en"))
+    assert engine.loaded
+    assert wer([reference], [transcript.text]) == 0
+
+
+def test_stable_text_sends_agreed_words_once() -> None:
+    stable = _StableText()
+    assert stable.update("Turn on the kit", final=False) == ""  # nothing to agree with yet
+    assert stable.update("Turn on the kitchen", final=False) == "Turn on the"
+    assert stable.update("Turn on the kitchen light", final=False) == " kitchen"
+    assert stable.update("Turn on the kitchen lights.", final=True) == " lights."
+    assert stable.update("Turn on the kitchen lights.", final=True) == ""
+
+    cased = _StableText()  # early decodes often lack case and punctuation
+    cased.update("printing in the", final=False)
+    assert cased.update("Printing, in the only", final=False) == "Printing, in the"
+
+    revised = _StableText()
+    revised.update("Turn of the", final=True)
+    assert revised.update("Turn off the light.", final=True) == ""  # cannot take back what was sent

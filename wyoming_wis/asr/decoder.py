@@ -1,0 +1,198 @@
+"""Whisper on windows that fit the speech, several pieces of speech in one CTranslate2 call.
+
+Whisper always sees 30 s: shorter audio is padded with silence, and encoding
+that window costs the same for a 2 s command as for 30 s of speech. Here each
+piece gets the smallest window of 10, 15, 20, 25 or 30 s that holds it with at
+least 5 s of silence after it, a few times cheaper for a voice command. Whisper
+needs that silence: given no room after the speech it tends to loop or stop
+early. What still looks wrong (a loop, a text too long for the audio, empty
+text where the VAD heard speech, a very unlikely text) is decoded again the
+standard way, with faster-whisper's full 30 s window and temperature fallback.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+import zlib
+from dataclasses import dataclass, field
+
+import numpy as np
+from faster_whisper import WhisperModel
+from faster_whisper.tokenizer import Tokenizer
+
+from ..audio import WHISPER_RATE
+
+_LOGGER = logging.getLogger(__name__)
+
+MIN_WINDOW = 10  # seconds
+WINDOW_STEP = 5  # seconds: windows come in a few sizes, so that pieces share batches
+MIN_SILENCE = 5  # seconds of window after the speech, at the least
+FULL_WINDOW = 30  # seconds: Whisper's own window
+MAX_PROMPT_TOKENS = 200  # of bias text; Whisper allows 223 before the transcript
+_TOKENS_PER_SECOND = 10  # more than any speech needs; a text longer than that is a loop
+_MAX_COMPRESSION = 2.0  # gzip ratio above which a text is repetitive (Whisper uses 2.4 on 30 s)
+_MIN_LOGPROB = -1.0  # mean token log-probability below which a text is a guess
+_NO_SPEECH = 0.6  # with a low log-probability too, the piece is silence
+_REPEAT = re.compile(r"\b(\w+(?:\W+\w+){2,}?)\W+\1\b", re.IGNORECASE)  # a phrase of 3+ words said twice
+
+
+@dataclass(frozen=True)
+class Options:
+    """How to decode one request."""
+
+    language: str | None  # None: detect per piece
+    task: str = "transcribe"  # or "translate" (to English)
+    prompt: str = ""  # bias text: names and words the speaker is likely to say
+    draft: bool = False  # a preview while audio still arrives: greedy, and no second pass
+
+
+@dataclass(frozen=True)
+class Job:
+    """One piece of speech to decode."""
+
+    audio: np.ndarray  # 16 kHz mono float32
+    options: Options
+    prompt_tokens: tuple[int, ...]  # bias text, tokenised
+
+    @property
+    def window(self) -> int:
+        """Seconds of Whisper window this piece is decoded in."""
+        return window_seconds(len(self.audio) / WHISPER_RATE)
+
+    @property
+    def batch_key(self) -> tuple[int, int, bool]:
+        """Jobs with the same key can share one CTranslate2 call: same window size, same search,
+        and the transcript starting at the same position."""
+        return self.window, len(self.prompt_tokens), self.options.draft
+
+
+@dataclass(frozen=True)
+class Decoded:
+    text: str
+    language: str
+    segments: list[tuple[float, float, str]] = field(default_factory=list)  # from the full-window fallback only
+    retried: str | None = None  # why the short window was not trusted
+
+
+def window_seconds(seconds: float) -> int:
+    steps = math.ceil((seconds + MIN_SILENCE) / WINDOW_STEP)
+    return min(FULL_WINDOW, max(MIN_WINDOW, steps * WINDOW_STEP))
+
+
+class Decoder:
+    """Batches of jobs in, texts out; blocking, for a worker thread."""
+
+    def __init__(self, whisper: WhisperModel, beam_size: int) -> None:
+        self.whisper = whisper
+        self.beam_size = beam_size
+        self.multilingual: bool = whisper.model.is_multilingual
+        self._tokenizers: dict[tuple[str, str], Tokenizer] = {}
+
+    def prompt_tokens(self, prompt: str) -> tuple[int, ...]:
+        """Bias text as tokens, at most MAX_PROMPT_TOKENS (the end is kept: it counts most)."""
+        if not prompt.strip():
+            return ()
+        return tuple(self._tokenizer("transcribe", "en").encode(" " + prompt.strip())[-MAX_PROMPT_TOKENS:])
+
+    def decode(self, jobs: list[Job]) -> list[Decoded]:
+        """Decode jobs that share one batch key."""
+        window = max(job.window for job in jobs) * WHISPER_RATE
+        features = np.stack([self._features(job.audio, window) for job in jobs])
+        encoded = self.whisper.encode(features)
+        languages = self._languages(jobs, encoded)
+        tokenizers = [
+            self._tokenizer(job.options.task, language) for job, language in zip(jobs, languages, strict=True)
+        ]
+        prompts = [self._prompt(job, tokenizer) for job, tokenizer in zip(jobs, tokenizers, strict=True)]
+        limits = [_max_new_tokens(job) for job in jobs]
+        results = self.whisper.model.generate(
+            encoded,
+            prompts,
+            beam_size=1 if jobs[0].options.draft else self.beam_size,
+            max_length=max(len(prompt) + limit for prompt, limit in zip(prompts, limits, strict=True)),
+            return_scores=True,
+            return_no_speech_prob=True,
+        )
+        decoded = []
+        for job, language, tokenizer, result, limit in zip(jobs, languages, tokenizers, results, limits, strict=True):
+            tokens = [token for token in result.sequences_ids[0] if token < tokenizer.eot]
+            text = tokenizer.decode(tokens).strip()
+            logprob, no_speech = result.scores[0], result.no_speech_prob
+            if no_speech > _NO_SPEECH and logprob < _MIN_LOGPROB:
+                decoded.append(Decoded("", language))
+                continue
+            problem = _problem(text, len(tokens), limit, logprob)
+            if problem and job.options.draft:
+                decoded.append(Decoded("", language, retried=problem))  # nothing worth showing yet
+            elif problem:
+                decoded.append(self._full_window(job, language, problem))
+            else:
+                decoded.append(Decoded(text, language))
+        return decoded
+
+    def warm_up(self) -> None:
+        """Encode a window of silence and decode a few tokens: loads every kernel once."""
+        tokenizer = self._tokenizer("transcribe", "en")
+        encoded = self.whisper.encode(self._features(np.zeros(0, dtype=np.float32), MIN_WINDOW * WHISPER_RATE)[None])
+        prompt = [*tokenizer.sot_sequence, tokenizer.no_timestamps]
+        self.whisper.model.generate(encoded, [prompt], beam_size=self.beam_size, max_length=len(prompt) + 4)
+
+    def _full_window(self, job: Job, language: str, problem: str) -> Decoded:
+        """The standard faster-whisper pass: 30 s window, temperature fallback."""
+        _LOGGER.debug("Short window gave %s; decoding %.1f s again in the full window", problem, len(job.audio) / 16e3)
+        pieces, info = self.whisper.transcribe(
+            job.audio,
+            language=job.options.language or language,
+            task=job.options.task,
+            beam_size=self.beam_size,
+            initial_prompt=job.options.prompt or None,
+            condition_on_previous_text=False,
+        )
+        segments = [(piece.start, piece.end, piece.text.strip()) for piece in pieces]
+        text = " ".join(text for _, _, text in segments if text)
+        return Decoded(text, info.language, segments, retried=problem)
+
+    def _features(self, audio: np.ndarray, window: int) -> np.ndarray:
+        """Log-mel of the audio padded with silence to the window, as Whisper was trained."""
+        padded = np.pad(audio, (0, window - len(audio)))
+        return self.whisper.feature_extractor(padded)[:, : window // self.whisper.feature_extractor.hop_length]
+
+    def _languages(self, jobs: list[Job], encoded: object) -> list[str]:
+        if not self.multilingual:
+            return ["en"] * len(jobs)
+        if all(job.options.language for job in jobs):
+            return [job.options.language for job in jobs]  # type: ignore[misc]
+        detected = self.whisper.model.detect_language(encoded)
+        return [job.options.language or found[0][0][2:-2] for job, found in zip(jobs, detected, strict=True)]
+
+    def _tokenizer(self, task: str, language: str) -> Tokenizer:
+        key = (task, language)
+        if key not in self._tokenizers:
+            self._tokenizers[key] = Tokenizer(
+                self.whisper.hf_tokenizer, self.multilingual, task=task, language=language
+            )
+        return self._tokenizers[key]
+
+    @staticmethod
+    def _prompt(job: Job, tokenizer: Tokenizer) -> list[int]:
+        previous = [tokenizer.sot_prev, *job.prompt_tokens] if job.prompt_tokens else []
+        return [*previous, *tokenizer.sot_sequence, tokenizer.no_timestamps]
+
+
+def _max_new_tokens(job: Job) -> int:
+    return 16 + int(_TOKENS_PER_SECOND * len(job.audio) / WHISPER_RATE)
+
+
+def _problem(text: str, tokens: int, limit: int, logprob: float) -> str | None:
+    """Why a short-window text should not be trusted, or None."""
+    if not text:
+        return "empty text"
+    if tokens >= limit:
+        return "a text too long for the audio"
+    if len(text.encode()) / len(zlib.compress(text.encode())) > _MAX_COMPRESSION or _REPEAT.search(text):
+        return "a repetition loop"
+    if logprob < _MIN_LOGPROB:
+        return "an unlikely text"
+    return None
