@@ -86,6 +86,17 @@ def _non_negative_float(text: str) -> float:
     return value
 
 
+def _between(low: float, high: float) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        value = float(text)
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be between {low:g} and {high:g}, got {value:g}")
+        return value
+
+    parse.__name__ = "number"  # argparse names the type in its messages
+    return parse
+
+
 def _positive_float(text: str) -> float:
     value = float(text)
     if value <= 0:
@@ -125,6 +136,32 @@ OPTIONS: tuple[Option, ...] = (
         default=["en_US-joe-medium"],
         multiple=True,
         metavar="NAME",
+    ),
+    Option(
+        "--speed",
+        "How fast voices speak, from 0.25 to 4 (2 is twice as fast).",
+        default=1.0,
+        type=_between(0.25, 4.0),
+        metavar="FACTOR",
+    ),
+    Option(
+        "--noise-scale",
+        "Piper: variation in the voice, 0 to 2 (default: each voice's own).",
+        type=_between(0.0, 2.0),
+        metavar="VALUE",
+    ),
+    Option(
+        "--noise-w",
+        "Piper: variation in how long sounds last, 0 to 2 (default: each voice's own).",
+        type=_between(0.0, 2.0),
+        metavar="VALUE",
+    ),
+    Option(
+        "--sentence-silence",
+        "Seconds of silence after each sentence, 0 to 5.",
+        default=0.0,
+        type=_between(0.0, 5.0),
+        metavar="SECONDS",
     ),
     Option(
         "--language",
@@ -261,6 +298,10 @@ class Settings:
     data_dir: list[Path]
     asr_model: list[str]
     voice: list[str]
+    speed: float
+    noise_scale: float | None
+    noise_w: float | None
+    sentence_silence: float
     language: str
     device: str
     compute_type: str

@@ -18,7 +18,7 @@ from .catalog import Catalog
 from .config import Settings
 from .errors import StartupError, UnknownModel, UnknownVoice
 from .runtime import Runtime
-from .tts import PiperEngine, SpeechStream
+from .tts import PiperEngine, SpeechParams, SpeechStream
 
 _LOGGER = logging.getLogger(__name__)
 Engine = TypeVar("Engine", WhisperEngine, PiperEngine)
@@ -53,8 +53,15 @@ class Core:
             )
             for name in dict.fromkeys(settings.asr_model)
         ]
+        params = SpeechParams(settings.speed, settings.noise_scale, settings.noise_w, settings.sentence_silence)
         voices = [
-            PiperEngine(catalog.voice(name), runtime, workers=settings.tts_workers, queue_size=settings.queue_size)
+            PiperEngine(
+                catalog.voice(name),
+                runtime,
+                workers=settings.tts_workers,
+                queue_size=settings.queue_size,
+                params=params,
+            )
             for name in dict.fromkeys(settings.voice)
         ]
         core = cls(settings, _unique_names(asr), _unique_names(voices))
@@ -125,9 +132,15 @@ class Core:
         return self.default_voice
 
     def speech_stream(
-        self, voice: str | None = None, speaker: str | None = None, language: str | None = None
+        self,
+        voice: str | None = None,
+        speaker: str | None = None,
+        language: str | None = None,
+        speed: float | None = None,
     ) -> SpeechStream:
-        return SpeechStream(self.voice(voice, language), speaker, self.settings.max_text_chars)
+        """A stream in the voice's own manner, at `speed` if given (0.25 to 4)."""
+        engine = self.voice(voice, language)
+        return SpeechStream(engine, speaker, self.settings.max_text_chars, engine.params.but(speed=speed))
 
     def close(self) -> None:
         for engine in self.engines:

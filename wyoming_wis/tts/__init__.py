@@ -1,6 +1,7 @@
-"""Text-to-speech: voices and the sentence-by-sentence speech stream."""
+"""Text-to-speech: voices, how they speak, and the phrase-by-phrase speech stream."""
 
+from .params import SpeechParams
 from .piper import PiperEngine
 from .stream import SpeechStream
 
-__all__ = ["PiperEngine", "SpeechStream"]
+__all__ = ["PiperEngine", "SpeechParams", "SpeechStream"]

@@ -19,14 +19,18 @@ from ..catalog import Found
 from ..errors import UnknownSpeaker
 from ..runtime import Runtime
 from ..scheduler import Scheduler
+from .params import SpeechParams
 
 _LOGGER = logging.getLogger(__name__)
 
 
 class PiperEngine:
-    def __init__(self, found: Found, runtime: Runtime, *, workers: int, queue_size: int) -> None:
+    def __init__(
+        self, found: Found, runtime: Runtime, *, workers: int, queue_size: int, params: SpeechParams | None = None
+    ) -> None:
         self.name = found.name
         self.found = found
+        self.params = params or SpeechParams()  # this voice's defaults; requests may change them
         _LOGGER.info("Loading Piper voice %s from %s (%s)", found.name, found.path, found.source)
         with open(f"{found.path}.json", encoding="utf-8") as file:
             config = json.load(file)
@@ -51,16 +55,23 @@ class PiperEngine:
         known = ", ".join(self.speakers) if self.speakers else "none, it has one speaker"
         raise UnknownSpeaker(f"Voice {self.name!r} has no speaker {speaker!r} (speakers: {known})")
 
-    async def synthesize(self, text: str, speaker_id: int | None = None) -> bytes:
-        return await self.scheduler.run(self.synthesize_sync, text, speaker_id)
+    async def synthesize(self, text: str, speaker_id: int | None = None, params: SpeechParams | None = None) -> bytes:
+        return await self.scheduler.run(self.synthesize_sync, text, speaker_id, params or self.params)
 
-    def synthesize_sync(self, text: str, speaker_id: int | None = None) -> bytes:
-        """16-bit mono PCM at `format.rate`; blocking, so call it from a worker."""
-        config = SynthesisConfig(speaker_id=speaker_id)
-        return b"".join(chunk.audio_int16_bytes for chunk in self.voice.synthesize(text, config))
+    def synthesize_sync(self, text: str, speaker_id: int | None, params: SpeechParams) -> bytes:
+        """16-bit mono PCM at `format.rate`, with `sentence_silence` after it; blocking, for a worker."""
+        voice = self.voice.config
+        config = SynthesisConfig(
+            speaker_id=speaker_id,
+            length_scale=voice.length_scale / params.speed,
+            noise_scale=voice.noise_scale if params.noise_scale is None else params.noise_scale,
+            noise_w_scale=voice.noise_w_scale if params.noise_w is None else params.noise_w,
+        )
+        pcm = b"".join(chunk.audio_int16_bytes for chunk in self.voice.synthesize(text, config))
+        return pcm + bytes(int(params.sentence_silence * self.format.rate) * self.format.bytes_per_frame)
 
     def warm_up(self) -> None:
-        self.synthesize_sync("Ready.")
+        self.synthesize_sync("Ready.", None, self.params)
 
     def close(self) -> None:
         self.scheduler.close()

@@ -1,0 +1,115 @@
+"""How Piper speaks: speed and pauses, the first phrase early, and text read as a person would."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from helpers import read_until, rms
+from wyoming.tts import SynthesizeChunk, SynthesizeStart, SynthesizeStop
+
+from wyoming_wis.catalog import Catalog
+from wyoming_wis.errors import BadRequest
+from wyoming_wis.runtime import Runtime
+from wyoming_wis.tts import PiperEngine, SpeechParams, SpeechStream
+from wyoming_wis.tts.normalize import normalize
+
+STEADY = SpeechParams(noise_scale=0.0, noise_w=0.0)  # no randomness: lengths can be compared exactly
+
+
+@pytest.fixture(scope="module")
+def joe(data_dir: Path) -> Iterator[PiperEngine]:
+    engine = PiperEngine(
+        Catalog([data_dir]).voice("en_US-joe-medium"), Runtime("cpu", 0, "int8", 2), workers=2, queue_size=4
+    )
+    yield engine
+    engine.close()
+
+
+async def test_speed_and_sentence_silence(joe: PiperEngine) -> None:
+    text = "The living room lights are now on."
+    normal = await joe.synthesize(text, None, STEADY)
+    fast = await joe.synthesize(text, None, STEADY.but(speed=2.0))
+    slow = await joe.synthesize(text, None, STEADY.but(speed=0.5))
+    # Sounds scale with speed; the pauses Piper keeps around a sentence do not quite.
+    assert 0.45 < len(fast) / len(normal) < 0.7, len(fast) / len(normal)
+    assert 1.6 < len(slow) / len(normal) < 2.2, len(slow) / len(normal)
+    paused = await joe.synthesize(text, None, STEADY.but(sentence_silence=0.5))
+    assert len(paused) - len(normal) == int(0.5 * joe.format.rate) * joe.format.bytes_per_frame
+    assert paused[len(normal) :] == bytes(len(paused) - len(normal))
+
+
+@pytest.mark.parametrize("change", [{"speed": 0.2}, {"speed": 4.5}, {"noise_scale": -1}, {"sentence_silence": 9}])
+def test_out_of_range_parameters_are_refused(change: dict[str, float]) -> None:
+    with pytest.raises(BadRequest):
+        SpeechParams().but(**change)
+
+
+async def test_first_clause_is_spoken_before_the_sentence_is_written(joe: PiperEngine) -> None:
+    stream = SpeechStream(joe, None, 1000, STEADY)
+    phrases = aiter(stream)
+    stream.write("Okay, I turned on the kitchen lights, and ")
+    first = await asyncio.wait_for(anext(phrases), 30)  # the rest of the sentence is not written yet
+    clause = await joe.synthesize("Okay, I turned on the kitchen lights,", None, STEADY)
+    assert first == clause
+    stream.write("set the thermostat to twenty one degrees. Have a nice evening.")
+    stream.close()
+    rest = [piece async for piece in phrases]
+    assert len(rest) == 2 and all(rest)
+
+
+def test_short_first_sentence_is_not_split(joe: PiperEngine) -> None:
+    stream = SpeechStream(joe, None, 1000, STEADY)
+    stream.write("Yes, done. Okay, I turned on the kitchen lights, and the fan.")
+    stream.close()
+    phrases = []
+    while (phrase := stream._phrases.get_nowait()) is not None:
+        phrases.append(phrase)
+    assert phrases == ["Yes, done.", "Okay, I turned on the kitchen lights, and the fan."]
+
+
+@pytest.mark.parametrize(
+    ("language", "text", "spoken"),
+    [
+        (
+            "en_US",
+            "It is 21°C outside, 70°F inside.",
+            "It is 21 degrees Celsius outside, 70 degrees Fahrenheit inside.",
+        ),
+        ("en_US", "It costs $4.99 or €1.", "It costs 4 dollars 99 cents or 1 euro."),
+        (
+            "en_US",
+            "5 km away, 1 kg, 50 km/h, 3 kWh.",
+            "5 kilometers away, 1 kilogram, 50 kilometers per hour, 3 kilowatt hours.",
+        ),
+        ("en_US", "Set a timer for 1h 30min.", "Set a timer for 1 hour 30 minutes."),
+        ("en_US", "Due 12/03/2026 or 2026-01-02.", "Due December 3rd, 2026 or January 2nd, 2026."),
+        ("en_GB", "Due 12/03/2026.", "Due March 12th, 2026."),
+        ("en_US", "I am at home at 5 pm.", "I am at home at 5 pm."),
+        ("de_DE", "Es sind 21°C.", "Es sind 21°C."),
+    ],
+)
+def test_text_is_read_as_a_person_would(language: str, text: str, spoken: str) -> None:
+    assert normalize(text, language) == spoken
+
+
+async def test_wyoming_stream_speaks_before_the_sentence_is_complete(server) -> None:
+    """An LLM writes a long first sentence; its first clause is heard before the sentence ends."""
+    async with server.client() as client:
+        await client.write_event(SynthesizeStart().event())
+        await client.write_event(SynthesizeChunk(text="Okay, I turned on the kitchen lights, and ").event())
+        early = await read_until(client, "audio-stop", timeout=30)
+        assert [event.type for event in early][0] == "audio-start", early
+        await client.write_event(SynthesizeChunk(text="set the thermostat to twenty one degrees.").event())
+        await client.write_event(SynthesizeStop().event())
+        rest = await read_until(client, "synthesize-stopped", timeout=30)
+    assert rms_of(early) > 0.01
+    assert [event.type for event in rest].count("audio-stop") == 1
+
+
+def rms_of(events: list) -> float:
+    from helpers import collect_speech
+
+    return rms(collect_speech(events).pcm)
