@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,7 +15,7 @@ from wyoming.tts import SynthesizeChunk, SynthesizeStart, SynthesizeStop
 from wyoming_wis.catalog import Catalog
 from wyoming_wis.errors import BadRequest
 from wyoming_wis.runtime import Runtime
-from wyoming_wis.tts import PiperEngine, SpeechParams, SpeechStream
+from wyoming_wis.tts import PiperEngine, SpeechCache, SpeechParams, SpeechStream
 from wyoming_wis.tts.normalize import normalize
 
 STEADY = SpeechParams(noise_scale=0.0, noise_w=0.0)  # no randomness: lengths can be compared exactly
@@ -113,3 +115,50 @@ def rms_of(events: list) -> float:
     from helpers import collect_speech
 
     return rms(collect_speech(events).pcm)
+
+
+async def speak(stream: SpeechStream, text: str) -> bytes:
+    stream.write(text)
+    stream.close()
+    return b"".join([piece async for piece in stream])
+
+
+async def test_speech_cache_hit_miss_and_bypass(joe: PiperEngine, tmp_path: Path) -> None:
+    cache = SpeechCache(tmp_path, 10_000_000, 3600)
+    text = "The garage door is closed."
+    first = await speak(SpeechStream(joe, None, 1000, STEADY, cache), text)
+    assert (cache.hits, cache.misses) == (0, 1)
+    again = await speak(SpeechStream(joe, None, 1000, STEADY, cache), text)
+    assert (cache.hits, cache.misses) == (1, 1) and again == first
+    faster = await speak(SpeechStream(joe, None, 1000, STEADY.but(speed=1.5), cache), text)
+    assert cache.misses == 2 and len(faster) < len(first)  # other parameters, other entry
+    await speak(SpeechStream(joe, None, 1000, STEADY, None), text)  # bypassed: the cache is not asked
+    assert (cache.hits, cache.misses) == (1, 2)
+    assert len(list(tmp_path.glob("*/*.pcm"))) == 2
+    assert not list(tmp_path.glob("*/.tmp-*"))  # written atomically: no leftovers
+
+
+async def test_damaged_or_expired_entries_are_not_served(joe: PiperEngine, tmp_path: Path) -> None:
+    cache = SpeechCache(tmp_path, 10_000_000, 3600)
+    text = "Good night."
+    good = await speak(SpeechStream(joe, None, 1000, STEADY, cache), text)
+    [entry] = tmp_path.glob("*/*.pcm")
+    data = bytearray(entry.read_bytes())
+    data[-100] ^= 0xFF
+    entry.write_bytes(bytes(data))
+    assert await speak(SpeechStream(joe, None, 1000, STEADY, cache), text) == good  # synthesised again
+    assert cache.hits == 0 and cache.misses == 2
+
+    old = time.time() - 7200
+    os.utime(entry, (old, old))
+    assert await SpeechCache(tmp_path, 10_000_000, 3600).get(entry.stem) is None
+    assert not entry.exists()
+
+
+async def test_cache_stays_under_its_size_cap(tmp_path: Path) -> None:
+    cache = SpeechCache(tmp_path, 100_000, 3600)
+    for number in range(12):
+        await cache.put(f"{number:02d}" + "0" * 62, bytes(20_000))
+    total = sum(path.stat().st_size for path in tmp_path.glob("*/*.pcm"))
+    assert 0 < total <= 100_000
+    assert await cache.get("11" + "0" * 62) == bytes(20_000)  # the newest stay

@@ -164,6 +164,20 @@ OPTIONS: tuple[Option, ...] = (
         metavar="SECONDS",
     ),
     Option(
+        "--speech-cache-mb",
+        "Disk space for finished speech, so phrases said before are sent at once; 0 turns the cache off.",
+        default=200.0,
+        type=_non_negative_float,
+        metavar="MB",
+    ),
+    Option(
+        "--speech-cache-days",
+        "How long cached speech is kept.",
+        default=30.0,
+        type=_positive_float,
+        metavar="DAYS",
+    ),
+    Option(
         "--language",
         "Language of the speech when a request names none (en, de, ...); 'auto' detects it per request.",
         default="auto",
@@ -302,6 +316,8 @@ class Settings:
     noise_scale: float | None
     noise_w: float | None
     sentence_silence: float
+    speech_cache_mb: float
+    speech_cache_days: float
     language: str
     device: str
     compute_type: str

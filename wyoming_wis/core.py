@@ -18,7 +18,7 @@ from .catalog import Catalog
 from .config import Settings
 from .errors import StartupError, UnknownModel, UnknownVoice
 from .runtime import Runtime
-from .tts import PiperEngine, SpeechParams, SpeechStream
+from .tts import PiperEngine, SpeechCache, SpeechParams, SpeechStream
 
 _LOGGER = logging.getLogger(__name__)
 Engine = TypeVar("Engine", WhisperEngine, PiperEngine)
@@ -27,6 +27,15 @@ Engine = TypeVar("Engine", WhisperEngine, PiperEngine)
 class Core:
     def __init__(self, settings: Settings, asr: list[WhisperEngine], voices: list[PiperEngine]) -> None:
         self.settings = settings
+        self.speech_cache = (
+            SpeechCache(
+                settings.data_dir[0] / "cache" / "speech",
+                int(settings.speech_cache_mb * 1024 * 1024),
+                settings.speech_cache_days * 86400,
+            )
+            if settings.speech_cache_mb
+            else None
+        )
         self.asr = {engine.name: engine for engine in asr}
         self.voices = {voice.name: voice for voice in voices}
         self.default_asr = asr[0]
@@ -137,10 +146,13 @@ class Core:
         speaker: str | None = None,
         language: str | None = None,
         speed: float | None = None,
+        cached: bool = True,
     ) -> SpeechStream:
-        """A stream in the voice's own manner, at `speed` if given (0.25 to 4)."""
+        """A stream in the voice's own manner, at `speed` if given (0.25 to 4); `cached=False` skips the cache."""
         engine = self.voice(voice, language)
-        return SpeechStream(engine, speaker, self.settings.max_text_chars, engine.params.but(speed=speed))
+        params = engine.params.but(speed=speed)
+        cache = self.speech_cache if cached else None
+        return SpeechStream(engine, speaker, self.settings.max_text_chars, params, cache)
 
     def close(self) -> None:
         for engine in self.engines:

@@ -1,7 +1,8 @@
 """Text-to-speech: voices, how they speak, and the phrase-by-phrase speech stream."""
 
+from .cache import SpeechCache
 from .params import SpeechParams
 from .piper import PiperEngine
 from .stream import SpeechStream
 
-__all__ = ["PiperEngine", "SpeechParams", "SpeechStream"]
+__all__ = ["PiperEngine", "SpeechCache", "SpeechParams", "SpeechStream"]

@@ -41,6 +41,8 @@ class PiperEngine:
         quality = config.get("audio", {}).get("quality", "")
         self.description = f"{config.get('dataset', found.name)} ({self.languages[0]}, {quality or 'piper'})"
         self.format = AudioFormat(rate=self.voice.config.sample_rate, width=2, channels=1)
+        stat = found.path.stat()  # a changed voice file must not be mistaken for the old one
+        self.identity = f"{found.name}:{found.path}:{stat.st_size}:{stat.st_mtime_ns}"
         self.scheduler = Scheduler(f"piper-{found.name}", workers, queue_size)
 
     def speaker_id(self, speaker: str | None) -> int | None:

@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator
 from sentence_stream import SentenceBoundaryDetector
 
 from ..errors import TextTooLong
+from .cache import SpeechCache, cache_key
 from .normalize import normalize
 from .params import SpeechParams
 from .piper import PiperEngine
@@ -28,11 +29,17 @@ _SENTENCE_END = re.compile(r"[.!?\u3002](?:\s|$)")
 
 class SpeechStream:
     def __init__(
-        self, voice: PiperEngine, speaker: str | None, max_chars: int, params: SpeechParams | None = None
+        self,
+        voice: PiperEngine,
+        speaker: str | None,
+        max_chars: int,
+        params: SpeechParams | None = None,
+        cache: SpeechCache | None = None,
     ) -> None:
         self.voice = voice
         self.format = voice.format  # one format for the whole stream
         self.params = params or voice.params
+        self.cache = cache
         self._speaker_id = voice.speaker_id(speaker)
         self._max_chars = max_chars
         self._chars = 0
@@ -61,7 +68,24 @@ class SpeechStream:
     async def __aiter__(self) -> AsyncIterator[bytes]:
         """PCM of each phrase, in order, as soon as it is synthesised."""
         while (phrase := await self._phrases.get()) is not None:
-            yield await self.voice.synthesize(phrase, self._speaker_id, self.params)
+            yield await self._speak(phrase)
+
+    async def _speak(self, phrase: str) -> bytes:
+        if self.cache is None:
+            return await self.voice.synthesize(phrase, self._speaker_id, self.params)
+        key = cache_key(
+            engine="piper",
+            voice=self.voice.identity,
+            speaker=self._speaker_id,
+            params=self.params,
+            format=self.format,
+            text=phrase,
+        )
+        audio = await self.cache.get(key)
+        if audio is None:
+            audio = await self.voice.synthesize(phrase, self._speaker_id, self.params)
+            await self.cache.put(key, audio)
+        return audio
 
     def _first_phrase(self, head: str) -> str:
         """Send the first clause on its own once it is written; returns the text for the sentence detector."""
