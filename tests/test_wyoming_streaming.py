@@ -26,7 +26,7 @@ async def test_partial_transcripts_arrive_while_audio_streams(server) -> None:
     """Chunks arrive before audio-stop, join into the final text, and the final text is right."""
     path, reference = corpus()[0]  # 9.7 s
     async with server.client() as client:
-        heard = await stream(client, load_audio(path), trailing_silence=3.0, language="en")
+        heard = await stream(client, load_audio(path), trailing_silence=5.0, language="en")
     types = [event.type for event in heard.events]
     assert types[0] == "transcript-start" and types[-2:] == ["transcript", "transcript-stop"], types
     assert set(types) == {"transcript-start", "transcript-chunk", "transcript", "transcript-stop"}, types

@@ -18,7 +18,7 @@ from .config import Settings
 from .core import Core
 from .discovery import Announcement, announce_address, stable_name
 from .errors import StartupError
-from .wyoming import WyomingHandler, build_info
+from .wyoming import WyomingHandler
 
 _LOGGER = logging.getLogger("wyoming_wis")
 
@@ -47,8 +47,7 @@ async def serve(settings: Settings) -> None:
     """Load models, open every URI, announce, and run until SIGINT/SIGTERM."""
     _LOGGER.info("wyoming-wis %s starting", __version__)
     core = await asyncio.to_thread(Core.load, settings)  # the ports open only once this is done
-    info = build_info(core).event()
-    handler_factory = partial(WyomingHandler, core=core, info=info)
+    handler_factory = partial(WyomingHandler, core=core)
 
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()

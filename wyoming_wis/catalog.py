@@ -156,6 +156,20 @@ class Catalog:
             steps.append((hub, partial(self._voice_from_hub, name, self.writable_dir, False)))
         return _search("Piper voice", name, steps, self.allow_download)
 
+    def local_voices(self) -> list[Found]:
+        """Every Piper voice in the data dirs and bundled packages, first of each name only."""
+        found: dict[str, Found] = {}
+        for data_dir in self.data_dirs:
+            for onnx in sorted([*data_dir.glob("voices/*.onnx"), *data_dir.glob("*.onnx")]):
+                voice = _voice_file(onnx, f"data dir {data_dir}")
+                if voice is not None:
+                    found.setdefault(voice.name, voice)
+        for name in BUNDLED_VOICES:
+            voice = self._bundled_voice(name)
+            if voice is not None:
+                found.setdefault(name, voice)
+        return list(found.values())
+
     @staticmethod
     def _bundled_voice(name: str) -> Found | None:
         bundled = BUNDLED_VOICES.get(name)

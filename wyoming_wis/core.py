@@ -14,19 +14,33 @@ from typing import TypeVar
 
 from .asr import AsrSession, Bias, WhisperEngine
 from .asr.session import OnText
-from .catalog import Catalog
+from .catalog import Catalog, Found
 from .config import Settings
-from .errors import StartupError, UnknownModel, UnknownVoice
+from .errors import StartupError, UnknownModel
 from .runtime import Runtime
 from .tts import PiperEngine, SpeechCache, SpeechParams, SpeechStream
+from .tts.voices import Voice, VoiceRegistry
 
 _LOGGER = logging.getLogger(__name__)
 Engine = TypeVar("Engine", WhisperEngine, PiperEngine)
 
 
 class Core:
-    def __init__(self, settings: Settings, asr: list[WhisperEngine], voices: list[PiperEngine]) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        runtime: Runtime,
+        asr: list[WhisperEngine],
+        voices: list[PiperEngine],
+        registry: VoiceRegistry,
+    ) -> None:
         self.settings = settings
+        self.runtime = runtime
+        self.asr = {engine.name: engine for engine in asr}
+        self.default_asr = asr[0]
+        self.voices = registry
+        self._piper = {engine.found.path: engine for engine in voices}  # loaded Piper models, by file
+        self._loading = asyncio.Lock()
         self.speech_cache = (
             SpeechCache(
                 settings.data_dir[0] / "cache" / "speech",
@@ -36,10 +50,6 @@ class Core:
             if settings.speech_cache_mb
             else None
         )
-        self.asr = {engine.name: engine for engine in asr}
-        self.voices = {voice.name: voice for voice in voices}
-        self.default_asr = asr[0]
-        self.default_voice = voices[0]
 
     @classmethod
     def load(cls, settings: Settings) -> Core:
@@ -62,24 +72,17 @@ class Core:
             )
             for name in dict.fromkeys(settings.asr_model)
         ]
-        params = SpeechParams(settings.speed, settings.noise_scale, settings.noise_w, settings.sentence_silence)
-        voices = [
-            PiperEngine(
-                catalog.voice(name),
-                runtime,
-                workers=settings.tts_workers,
-                queue_size=settings.queue_size,
-                params=params,
-            )
-            for name in dict.fromkeys(settings.voice)
-        ]
-        core = cls(settings, _unique_names(asr), _unique_names(voices))
+        voices = [_piper(catalog.voice(name), runtime, settings) for name in dict.fromkeys(settings.voice)]
+        _unique_names(asr)
+        _unique_names(voices)
+        registry = VoiceRegistry(catalog, [voice.found for voice in voices], voices[0].name)
+        core = cls(settings, runtime, asr, voices, registry)
         for engine in core.engines:
             engine.warm_up()
         _LOGGER.info(
             "Loaded Whisper %s and voices %s on %s (%s) in %.1f s",
             ", ".join(core.asr),
-            ", ".join(core.voices),
+            ", ".join(voice.name for voice in voices),
             runtime.device,
             runtime.compute_type,
             time.monotonic() - started,
@@ -88,7 +91,7 @@ class Core:
 
     @property
     def engines(self) -> list[WhisperEngine | PiperEngine]:
-        return [*self.asr.values(), *self.voices.values()]
+        return [*self.asr.values(), *self._piper.values()]
 
     def asr_engine(self, name: str | None) -> WhisperEngine:
         if not name:
@@ -123,24 +126,12 @@ class Core:
             for engine in self.asr.values():
                 await asyncio.to_thread(engine.unload_if_idle, idle)
 
-    def voice(self, name: str | None = None, language: str | None = None) -> PiperEngine:
-        """A voice by name, else the first voice speaking `language`, else the default."""
-        if name:
-            voice = self.voices.get(name)
-            if voice is None:
-                raise UnknownVoice(f"Unknown voice {name!r} (loaded: {', '.join(self.voices)})")
-            return voice
-        if language:
-            voices = self.voices.values()
-            voice = next((v for v in voices if _speaks(v, language, exact=True)), None) or next(
-                (v for v in voices if _speaks(v, language, exact=False)), None
-            )
-            if voice is None:
-                raise UnknownVoice(f"No voice for language {language!r} (loaded: {', '.join(self.voices)})")
-            return voice
-        return self.default_voice
+    async def refresh_voices(self) -> list[Voice]:
+        """The voice list, after picking up changed voice files and manifest."""
+        await asyncio.to_thread(self.voices.refresh)
+        return self.voices.voices
 
-    def speech_stream(
+    async def speech_stream(
         self,
         voice: str | None = None,
         speaker: str | None = None,
@@ -148,25 +139,35 @@ class Core:
         speed: float | None = None,
         cached: bool = True,
     ) -> SpeechStream:
-        """A stream in the voice's own manner, at `speed` if given (0.25 to 4); `cached=False` skips the cache."""
-        engine = self.voice(voice, language)
-        params = engine.params.but(speed=speed)
+        """A stream in the voice's own manner, at `speed` if given (0.25 to 4); `cached=False` skips the cache.
+
+        A voice not loaded yet is loaded now, once, in a worker thread.
+        """
+        await self.refresh_voices()
+        chosen = self.voices.get(voice, language)
+        engine = await self._engine(chosen.model)
+        params = chosen.params(engine.params).but(speed=speed)
         cache = self.speech_cache if cached else None
-        return SpeechStream(engine, speaker, self.settings.max_text_chars, params, cache)
+        return SpeechStream(engine, speaker or chosen.speaker, self.settings.max_text_chars, params, cache)
+
+    async def _engine(self, model: Found) -> PiperEngine:
+        engine = self._piper.get(model.path)
+        if engine is None:
+            async with self._loading:
+                engine = self._piper.get(model.path)
+                if engine is None:
+                    engine = await asyncio.to_thread(_piper, model, self.runtime, self.settings)
+                    self._piper[model.path] = engine
+        return engine
 
     def close(self) -> None:
         for engine in self.engines:
             engine.close()
 
 
-def _speaks(voice: PiperEngine, language: str, exact: bool) -> bool:
-    """`en-US` matches en_US exactly; `en` or `en-GB` match any English voice otherwise."""
-    wanted = language.replace("-", "_").lower()
-    for code in voice.languages:
-        code = code.lower()
-        if code == wanted or (not exact and code.split("_")[0] == wanted.split("_")[0]):
-            return True
-    return False
+def _piper(found: Found, runtime: Runtime, settings: Settings) -> PiperEngine:
+    params = SpeechParams(settings.speed, settings.noise_scale, settings.noise_w, settings.sentence_silence)
+    return PiperEngine(found, runtime, workers=settings.tts_workers, queue_size=settings.queue_size, params=params)
 
 
 def _unique_names(engines: list[Engine]) -> list[Engine]:

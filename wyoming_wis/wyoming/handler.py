@@ -28,7 +28,7 @@ from ..audio import AudioFormat, chunks
 from ..core import Core
 from ..errors import BadRequest, UnknownProgram, WisError
 from ..tts import SpeechStream
-from .info import PROGRAM_NAME
+from .info import PROGRAM_NAME, build_info
 from .reader import read_event
 
 _LOGGER = logging.getLogger(__name__)
@@ -36,10 +36,9 @@ SAMPLES_PER_CHUNK = 1024  # audio-chunk size we send, as wyoming-piper does
 
 
 class WyomingHandler(AsyncEventHandler):
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, core: Core, info: Event) -> None:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, core: Core) -> None:
         super().__init__(reader, writer)
         self.core = core
-        self.info = info
         # Chosen with select-program for the rest of the connection.
         self.asr_model: str | None = None
         self.voice: str | None = None
@@ -97,7 +96,8 @@ class WyomingHandler(AsyncEventHandler):
     # -- general --------------------------------------------------------------
 
     async def _describe(self, _: Describe) -> None:
-        await self.write_event(self.info)
+        await self.core.refresh_voices()  # voices added or removed on disk show up
+        await self.write_event(build_info(self.core).event())
 
     async def _ping(self, ping: Ping) -> None:
         await self.write_event(Pong(text=ping.text).event())
@@ -107,7 +107,7 @@ class WyomingHandler(AsyncEventHandler):
         name = _text(select.name, "name")
         if name in self.core.asr:
             self.asr_model = name
-        elif name in self.core.voices:
+        elif name in {voice.name for voice in await self.core.refresh_voices()}:
             self.voice = name
         elif name != PROGRAM_NAME:
             raise UnknownProgram(f"Unknown program {name!r} (programs: {PROGRAM_NAME})")
@@ -195,7 +195,7 @@ class WyomingHandler(AsyncEventHandler):
     async def _synthesize(self, request: Synthesize) -> None:
         if self._in_stream:
             return  # the compatibility copy of a streamed text; its audio is already on its way
-        stream = self._open_stream(request.voice)
+        stream = await self._open_stream(request.voice)
         stream.write(_text(request.text, "text") or "")
         stream.close()
         await self._speak(stream, cycle_per_sentence=False)
@@ -203,7 +203,7 @@ class WyomingHandler(AsyncEventHandler):
     async def _synthesize_start(self, start: SynthesizeStart) -> None:
         await self._end_stream()
         self._in_stream = True
-        self._stream = self._open_stream(start.voice)
+        self._stream = await self._open_stream(start.voice)
         self._speaking = asyncio.create_task(self._speak_stream(self._stream))
 
     async def _synthesize_chunk(self, chunk: SynthesizeChunk) -> None:
@@ -221,11 +221,11 @@ class WyomingHandler(AsyncEventHandler):
         await self._end_stream()
         await self.write_event(SynthesizeStopped().event())  # always, even after an error
 
-    def _open_stream(self, voice: SynthesizeVoice | None) -> SpeechStream:
+    async def _open_stream(self, voice: SynthesizeVoice | None) -> SpeechStream:
         name = _text(voice.name, "voice.name") if voice else None
         language = _text(voice.language, "voice.language") if voice else None
         speaker = _text(voice.speaker, "voice.speaker") if voice else None
-        return self.core.speech_stream(name or (None if language else self.voice), speaker, language)
+        return await self.core.speech_stream(name or (None if language else self.voice), speaker, language)
 
     async def _end_stream(self) -> None:
         """Finish the open stream's audio, if any."""

@@ -14,7 +14,11 @@ US = Attribution(name="wyoming-wis", url=PROJECT_URL)
 
 
 def build_info(core: Core) -> Info:
-    """Everything loaded, marked installed: nothing advertised needs a download."""
+    """Everything on this machine, marked installed: nothing advertised needs a download.
+
+    Whisper models are the loaded ones; voices are every voice the registry knows,
+    loaded on first use.
+    """
     models = [
         AsrModel(
             name=engine.name,
@@ -32,11 +36,11 @@ def build_info(core: Core) -> Info:
             attribution=PIPER,
             installed=True,
             description=voice.description,
-            version=voice.found.version,
+            version=voice.model.version,
             languages=voice.languages,
             speakers=[TtsVoiceSpeaker(name=speaker) for speaker in voice.speakers] or None,
         )
-        for voice in core.voices.values()
+        for voice in core.voices.voices
     ]
     return Info(
         asr=[
