@@ -17,13 +17,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import re
 import shlex
-import signal
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -42,17 +40,28 @@ from common import (  # noqa: E402  (bench/ is not a package)
     WIDTH,
     BackgroundLoad,
     Pcm,
+    Row,
     ServerProcess,
+    add_common_args,
     cache_key,
+    check_common_args,
     decode_audio,
     dist_version,
     ensure_venv,
+    fmt,
+    fmt_pct,
+    fmt_rate,
+    fmt_s,
     free_port,
-    machine_info,
+    log,
     median,
+    not_worse,
     offline_env,
     percentile,
-    ratio,
+    ratio_at_least,
+    ratio_at_most,
+    render_table,
+    run_and_record,
     silence,
     start_server,
     stop_servers,
@@ -336,11 +345,6 @@ class Settings:
     results: list[Result] = field(default_factory=list)
 
 
-def log(message: str) -> None:
-    """Progress goes to stderr, so stdout carries only the report."""
-    print(message, file=sys.stderr, flush=True)
-
-
 async def warm_up(settings: Settings, recordings: Sequence[Recording]) -> None:
     """First requests load lazy parts (tokenizer, thread pools); keep them out of the numbers."""
     for name, port in settings.servers.items():
@@ -369,7 +373,7 @@ async def latency_phase(settings: Settings, sets: dict[str, list[Recording]]) ->
                         settings.timeout,
                     )
                     settings.results.append(result)
-                    line.append(f"{name} {_fmt_s(result.after_stop_s)}" + ("" if result.ok else f" ({result.error})"))
+                    line.append(f"{name} {fmt_s(result.after_stop_s)}" + ("" if result.ok else f" ({result.error})"))
                 log(f"[latency r{round_number + 1} {set_name} {index + 1}/{len(recordings)}] " + ", ".join(line))
 
 
@@ -408,7 +412,7 @@ async def long_phase(settings: Settings, recording: Recording) -> dict:
         rtf = result.total_s / result.audio_s if result.total_s is not None else None
         summary[name] = {"audio_s": result.audio_s, "total_s": result.total_s, "rtf": rtf, "wer": result.wer}
         summary[name]["error"] = result.error
-        log(f"[long {result.audio_s:.1f} s] {name}: {_fmt_s(result.total_s)}, RTF {_fmt(rtf, '{:.3f}')}")
+        log(f"[long {result.audio_s:.1f} s] {name}: {fmt_s(result.total_s)}, RTF {fmt(rtf, '{:.3f}')}")
     return summary
 
 
@@ -445,58 +449,6 @@ def _concurrency_summary(results: Sequence[Result], wall: float) -> dict:
     }
 
 
-@dataclass
-class Row:
-    """One line of the report: a metric for both servers and how their ratio compares to our target."""
-
-    metric: str
-    ours: float | None
-    peer: float | None
-    fmt: Callable[[float | None], str]
-    target: str = ""
-    check: Callable[[float | None, float | None], bool | None] | None = None
-    show_ratio: bool = True
-
-    @property
-    def ratio(self) -> float | None:
-        return ratio(self.ours, self.peer) if self.show_ratio else None
-
-    @property
-    def verdict(self) -> str:
-        if self.check is None:
-            return ""
-        passed = self.check(self.ours, self.peer)
-        return "" if passed is None else ("pass" if passed else "FAIL")
-
-
-def _ratio_at_most(limit: float) -> Callable[[float | None, float | None], bool | None]:
-    return lambda ours, peer: None if ratio(ours, peer) is None else ratio(ours, peer) <= limit
-
-
-def _ratio_at_least(limit: float) -> Callable[[float | None, float | None], bool | None]:
-    return lambda ours, peer: None if ratio(ours, peer) is None else ratio(ours, peer) >= limit
-
-
-def _not_worse(ours: float | None, peer: float | None) -> bool | None:
-    return None if ours is None or peer is None else ours <= peer + 1e-9
-
-
-def _fmt(value: float | None, pattern: str) -> str:
-    return "-" if value is None else pattern.format(value)
-
-
-def _fmt_s(value: float | None) -> str:
-    return _fmt(value, "{:.3f} s")
-
-
-def _fmt_pct(value: float | None) -> str:
-    return _fmt(value, "{:.1%}")
-
-
-def _fmt_rate(value: float | None) -> str:
-    return _fmt(value, "{:.2f}")
-
-
 def report_rows(summary: dict) -> list[Row]:
     """The table, from the summary dict (so a saved JSON could be re-rendered the same way)."""
     rows: list[Row] = []
@@ -508,19 +460,19 @@ def report_rows(summary: dict) -> list[Row]:
                 f"{set_name}: median after-stop latency",
                 ours["median_after_stop_s"],
                 peer["median_after_stop_s"],
-                _fmt_s,
+                fmt_s,
                 "<= 0.25" if is_commands else "",
-                _ratio_at_most(0.25) if is_commands else None,
+                ratio_at_most(0.25) if is_commands else None,
             ),
             Row(
                 f"{set_name}: p95 after-stop latency",
                 ours["p95_after_stop_s"],
                 peer["p95_after_stop_s"],
-                _fmt_s,
+                fmt_s,
                 "<= 0.35" if is_commands else "",
-                _ratio_at_most(0.35) if is_commands else None,
+                ratio_at_most(0.35) if is_commands else None,
             ),
-            Row(f"{set_name}: WER", ours["wer"], peer["wer"], _fmt_pct, "not worse", _not_worse),
+            Row(f"{set_name}: WER", ours["wer"], peer["wer"], fmt_pct, "not worse", not_worse),
             Row(f"{set_name}: errors", ours["errors"], peer["errors"], str, show_ratio=False),
         ]
         if ours["with_chunks"] or peer["with_chunks"]:
@@ -529,7 +481,7 @@ def report_rows(summary: dict) -> list[Row]:
                     f"{set_name}: median first partial (audio-start -> chunk)",
                     ours["median_first_chunk_s"],
                     peer["median_first_chunk_s"],
-                    _fmt_s,
+                    fmt_s,
                 )
             )
     for clients, per in summary.get("concurrency", {}).items():
@@ -539,12 +491,12 @@ def report_rows(summary: dict) -> list[Row]:
                 f"{clients} clients: audio s per wall s",
                 ours["throughput"],
                 peer["throughput"],
-                _fmt_rate,
+                fmt_rate,
                 ">= 2.0",
-                _ratio_at_least(2.0),
+                ratio_at_least(2.0),
             ),
-            Row(f"{clients} clients: p95 request latency", ours["p95_latency_s"], peer["p95_latency_s"], _fmt_s),
-            Row(f"{clients} clients: WER", ours["wer"], peer["wer"], _fmt_pct, "not worse", _not_worse),
+            Row(f"{clients} clients: p95 request latency", ours["p95_latency_s"], peer["p95_latency_s"], fmt_s),
+            Row(f"{clients} clients: WER", ours["wer"], peer["wer"], fmt_pct, "not worse", not_worse),
             Row(
                 f"{clients} clients: errors + wrong transcripts",
                 ours["errors"] + ours["mismatches"],
@@ -557,38 +509,13 @@ def report_rows(summary: dict) -> list[Row]:
         ours, peer = summary["long"]["ours"], summary["long"]["peer"]
         seconds = ours["audio_s"]
         rows += [
-            Row(
-                f"long audio ({seconds:.0f} s): RTF", ours["rtf"], peer["rtf"], _fmt_rate, "<= 1.0", _ratio_at_most(1.0)
-            ),
-            Row(f"long audio ({seconds:.0f} s): WER", ours["wer"], peer["wer"], _fmt_pct, "not worse", _not_worse),
+            Row(f"long audio ({seconds:.0f} s): RTF", ours["rtf"], peer["rtf"], fmt_rate, "<= 1.0", ratio_at_most(1.0)),
+            Row(f"long audio ({seconds:.0f} s): WER", ours["wer"], peer["wer"], fmt_pct, "not worse", not_worse),
         ]
     memory = summary.get("peak_rss_mb", {})
     if memory:
-        rows.append(Row("peak server RSS (MiB)", memory.get("ours"), memory.get("peer"), lambda v: _fmt(v, "{:.0f}")))
+        rows.append(Row("peak server RSS (MiB)", memory.get("ours"), memory.get("peer"), lambda v: fmt(v, "{:.0f}")))
     return rows
-
-
-def render_table(rows: Sequence[Row]) -> str:
-    """Plain fixed-width text, readable in a terminal and pasteable into Markdown as a code block."""
-    header = ("metric", "ours", "peer", "ours/peer", "target", "")
-    lines = [
-        (row.metric, row.fmt(row.ours), row.fmt(row.peer), _fmt(row.ratio, "{:.2f}"), row.target, row.verdict)
-        for row in rows
-    ]
-    widths = [max(len(str(cells[i])) for cells in [header, *lines]) for i in range(len(header))]
-    out = []
-    for cells in [header, *lines]:
-        out.append(
-            "  ".join(
-                str(c).ljust(w) if i == 0 else str(c).rjust(w)
-                for i, (c, w) in enumerate(zip(cells, widths, strict=True))
-            )
-        )
-    out.insert(1, "-" * len(out[0]))
-    return "\n".join(line.rstrip() for line in out)
-
-
-# -- servers ------------------------------------------------------------------------------
 
 
 def server_flags(args: argparse.Namespace) -> dict[str, str]:
@@ -699,23 +626,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "for it. Default: 0.5 s",
     )
     parser.add_argument("--per-client", type=int, default=3, help="Requests per concurrent client. Default: 3")
-    parser.add_argument("--only", default=",".join(PHASES), help=f"Comma-separated phases of {', '.join(PHASES)}")
     parser.add_argument("--timeout", type=float, default=300, help="Seconds to wait for one transcript")
-    parser.add_argument("--out", type=Path, help="JSON results. Default: bench/results/asr-<timestamp>.json")
-    parser.add_argument(
-        "--ours-src",
-        type=Path,
-        default=ROOT,
-        help="Checkout whose wyoming_wis package to run (python -m wyoming_wis there). Default: this repo",
-    )
+    add_common_args(parser, "asr", PHASES)
     args = parser.parse_args(argv)
+    check_common_args(parser, args, "asr", PHASES)
     args.compute_type = args.compute_type or ("float16" if args.device == "cuda" else "int8")
-    args.phases = [phase.strip() for phase in args.only.split(",") if phase.strip()]
-    unknown = set(args.phases) - set(PHASES)
-    if unknown:
-        parser.error(f"unknown phase(s) {', '.join(sorted(unknown))}; choose from {', '.join(PHASES)}")
-    args.ours_src = args.ours_src.resolve()
-    args.out = args.out or ROOT / "bench" / "results" / f"asr-{time.strftime('%Y%m%d-%H%M%S')}.json"
     return args
 
 
@@ -753,36 +668,11 @@ async def run(args: argparse.Namespace, stack: ExitStack) -> dict:
     return {"summary": summary, "versions": versions, "results": [asdict(r) for r in settings.results]}
 
 
-def _raise_interrupt(*_: object) -> None:
-    raise KeyboardInterrupt
-
-
 def main() -> None:
     args = parse_args()
-    signal.signal(signal.SIGTERM, _raise_interrupt)  # so `finally` stops the servers on SIGTERM too
-    began = time.monotonic()
-    command_line = shlex.join(sys.orig_argv)
-    machine = machine_info()
-    with ExitStack() as stack:  # stops both servers however we leave
-        try:
-            outcome = asyncio.run(run(args, stack))
-        except KeyboardInterrupt:
-            log("Interrupted; stopping servers")
-            sys.exit(130)
-    runtime = time.monotonic() - began
     settings = {key: getattr(args, key) for key in ("device", "threads", "beam_size", "compute_type", "rounds")}
     settings.update(trailing_silence=args.trailing_silence, per_client=args.per_client, phases=args.phases)
-    document = {
-        "command": command_line,
-        "machine": machine,
-        "settings": settings,
-        "runtime_s": runtime,
-        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(time.time() - runtime)),
-        **outcome,
-    }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(document, indent=2, default=str) + "\n")
-    print_report(document, args.out)
+    run_and_record(lambda stack: run(args, stack), settings, args.out, print_report)
 
 
 def print_report(document: dict, out: Path) -> None:

@@ -1,24 +1,28 @@
 """Shared pieces of the benchmarks: server processes, peer venvs, audio, Wyoming clients, statistics.
 
-Kept free of anything ASR- or TTS-specific so that `bench/asr.py` and a future `bench/tts.py`
-start servers, decode audio and summarise timings the same way.
+Kept free of anything ASR- or TTS-specific so that `bench/asr.py` and `bench/tts.py`
+start servers, decode audio, summarise timings and print their tables the same way.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import hashlib
 import io
+import json
 import os
 import platform
 import re
+import shlex
 import signal
 import socket
 import subprocess
 import sys
 import time
 import wave
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -33,6 +37,17 @@ ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / "bench" / ".cache"  # synthesised audio, model data, server logs (gitignored)
 HOST = "127.0.0.1"
 
+
+def log(message: str) -> None:
+    """Progress goes to stderr, so stdout carries only the report."""
+    print(message, file=sys.stderr, flush=True)
+
+
+def raise_interrupt(*_: object) -> None:
+    """SIGTERM handler: turn it into KeyboardInterrupt, so `finally` blocks stop the servers."""
+    raise KeyboardInterrupt
+
+
 # -- processes ----------------------------------------------------------------------
 
 
@@ -46,9 +61,10 @@ def free_port() -> int:
 def offline_env(home: Path) -> dict[str, str]:
     """Environment for a server that must not reach the network nor read our or the peer's env settings.
 
-    WIS_* and WYO_WHISPER_* would silently override flags of wyoming-wis and wyoming-faster-whisper.
+    WIS_*, WYO_WHISPER_* and WYOMING_PIPER_ARGS would silently change the flags of wyoming-wis,
+    wyoming-faster-whisper and wyoming-piper.
     """
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("WIS_", "WYO_WHISPER_"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("WIS_", "WYO_WHISPER_", "WYOMING_PIPER_"))}
     env.update(HF_HUB_OFFLINE="1", HF_HOME=str(home / "hf-home"), PYTHONUNBUFFERED="1")
     return env
 
@@ -286,27 +302,33 @@ class BackgroundLoad:
     """How much CPU *other* processes took while we measured: timings on a busy machine are not comparable.
 
     Everything the machine did, less what this process and our servers did, over the wall time.
+    Pass the servers already running when measuring one phase of a run, so only their CPU time from now counts.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, servers: Sequence[ServerProcess] = ()) -> None:
         self.began = time.monotonic()
         self.busy = busy_cpu_seconds()
         self.own = self._own_cpu()
+        self.servers_before = {server.process.pid: self._server_cpu(server) for server in servers}
 
     @staticmethod
     def _own_cpu() -> float:
         times = os.times()  # children: the pip and version look-ups we ran and waited for
         return times.user + times.system + times.children_user + times.children_system
 
+    @staticmethod
+    def _server_cpu(server: ServerProcess) -> float:
+        try:
+            return process_cpu_seconds(server.process.pid)
+        except OSError:
+            return 0.0
+
     def share(self, servers: Sequence[ServerProcess]) -> float:
         """Fraction of all CPUs used by other processes since construction (0 = quiet machine)."""
         wall = time.monotonic() - self.began
         ours = self._own_cpu() - self.own
         for server in servers:
-            try:
-                ours += process_cpu_seconds(server.process.pid)
-            except OSError:
-                pass
+            ours += self._server_cpu(server) - self.servers_before.get(server.process.pid, 0.0)
         other = busy_cpu_seconds() - self.busy - ours
         return max(0.0, other / (wall * (os.cpu_count() or 1)))
 
@@ -334,3 +356,129 @@ def machine_info() -> dict[str, object]:
         "platform": platform.platform(),
         "python": platform.python_version(),
     }
+
+
+# -- report table ---------------------------------------------------------------------
+
+
+@dataclass
+class Row:
+    """One line of the report: a metric for both servers and how their ratio compares to our target."""
+
+    metric: str
+    ours: float | None
+    peer: float | None
+    fmt: Callable[[float | None], str]
+    target: str = ""
+    check: Callable[[float | None, float | None], bool | None] | None = None
+    show_ratio: bool = True
+
+    @property
+    def ratio(self) -> float | None:
+        return ratio(self.ours, self.peer) if self.show_ratio else None
+
+    @property
+    def verdict(self) -> str:
+        if self.check is None:
+            return ""
+        passed = self.check(self.ours, self.peer)
+        return "" if passed is None else ("pass" if passed else "FAIL")
+
+
+def ratio_at_most(limit: float) -> Callable[[float | None, float | None], bool | None]:
+    return lambda ours, peer: None if ratio(ours, peer) is None else ratio(ours, peer) <= limit
+
+
+def ratio_at_least(limit: float) -> Callable[[float | None, float | None], bool | None]:
+    return lambda ours, peer: None if ratio(ours, peer) is None else ratio(ours, peer) >= limit
+
+
+def not_worse(ours: float | None, peer: float | None) -> bool | None:
+    return None if ours is None or peer is None else ours <= peer + 1e-9
+
+
+def fmt(value: float | None, pattern: str) -> str:
+    return "-" if value is None else pattern.format(value)
+
+
+def fmt_s(value: float | None) -> str:
+    return fmt(value, "{:.3f} s")
+
+
+def fmt_pct(value: float | None) -> str:
+    return fmt(value, "{:.1%}")
+
+
+def fmt_rate(value: float | None) -> str:
+    return fmt(value, "{:.2f}")
+
+
+def render_table(rows: Sequence[Row]) -> str:
+    """Plain fixed-width text, readable in a terminal and pasteable into Markdown as a code block."""
+    header = ("metric", "ours", "peer", "ours/peer", "target", "")
+    lines = [
+        (row.metric, row.fmt(row.ours), row.fmt(row.peer), fmt(row.ratio, "{:.2f}"), row.target, row.verdict)
+        for row in rows
+    ]
+    widths = [max(len(str(cells[i])) for cells in [header, *lines]) for i in range(len(header))]
+    out = []
+    for cells in [header, *lines]:
+        out.append(
+            "  ".join(
+                str(c).ljust(w) if i == 0 else str(c).rjust(w)
+                for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+            )
+        )
+    out.insert(1, "-" * len(out[0]))
+    return "\n".join(line.rstrip() for line in out)
+
+
+def add_common_args(parser: argparse.ArgumentParser, kind: str, phases: Sequence[str]) -> None:
+    """The options every benchmark takes: which phases, where results go, which checkout is "ours"."""
+    parser.add_argument("--only", default=",".join(phases), help=f"Comma-separated phases of {', '.join(phases)}")
+    parser.add_argument("--out", type=Path, help=f"JSON results. Default: bench/results/{kind}-<timestamp>.json")
+    parser.add_argument(
+        "--ours-src",
+        type=Path,
+        default=ROOT,
+        help="Checkout whose wyoming_wis package to run (python -m wyoming_wis there). Default: this repo",
+    )
+
+
+def check_common_args(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, kind: str, phases: Sequence[str]
+) -> None:
+    args.phases = [phase.strip() for phase in args.only.split(",") if phase.strip()]
+    unknown = set(args.phases) - set(phases)
+    if unknown:
+        parser.error(f"unknown phase(s) {', '.join(sorted(unknown))}; choose from {', '.join(phases)}")
+    args.ours_src = args.ours_src.resolve()
+    args.out = args.out or ROOT / "bench" / "results" / f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}.json"
+
+
+def run_and_record(
+    run: Callable[[ExitStack], Awaitable[dict]], settings: dict, out: Path, report: Callable[[dict, Path], None]
+) -> None:
+    """Run a benchmark (its servers stop however it ends), save its JSON to `out` and print the report."""
+    signal.signal(signal.SIGTERM, raise_interrupt)  # so `finally` stops the servers on SIGTERM too
+    began = time.monotonic()
+    command_line = shlex.join(sys.orig_argv)
+    machine = machine_info()
+    with ExitStack() as stack:
+        try:
+            outcome = asyncio.run(run(stack))
+        except KeyboardInterrupt:
+            log("Interrupted; stopping servers")
+            sys.exit(130)
+    runtime = time.monotonic() - began
+    document = {
+        "command": command_line,
+        "machine": machine,
+        "settings": settings,
+        "runtime_s": runtime,
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(time.time() - runtime)),
+        **outcome,
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(document, indent=2, default=str) + "\n")
+    report(document, out)
