@@ -8,6 +8,7 @@ README stay in step.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -79,18 +80,12 @@ def _task(text: str) -> str:
     return text
 
 
-def _non_negative_float(text: str) -> float:
-    value = float(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
-    return value
-
-
-def _between(low: float, high: float) -> Callable[[str], float]:
+def _between(low: float, high: float = math.inf) -> Callable[[str], float]:
     def parse(text: str) -> float:
         value = float(text)
         if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"must be between {low:g} and {high:g}, got {value:g}")
+            wanted = f"{low:g} or more" if high == math.inf else f"between {low:g} and {high:g}"
+            raise argparse.ArgumentTypeError(f"must be {wanted}, got {value:g}")
         return value
 
     parse.__name__ = "number"  # argparse names the type in its messages
@@ -167,7 +162,7 @@ OPTIONS: tuple[Option, ...] = (
         "--speech-cache-mb",
         "Disk space for finished speech, so phrases said before are sent at once; 0 turns the cache off.",
         default=200.0,
-        type=_non_negative_float,
+        type=_between(0.0),
         metavar="MB",
     ),
     Option(
@@ -237,7 +232,7 @@ OPTIONS: tuple[Option, ...] = (
         "Free a Whisper model's memory after this many idle seconds and reload it on the next request; "
         "0 keeps every model loaded.",
         default=0.0,
-        type=_non_negative_float,
+        type=_between(0.0),
         metavar="SECONDS",
     ),
     Option(
