@@ -128,7 +128,8 @@ class Core:
 
     async def refresh_voices(self) -> list[Voice]:
         """The voice list, after picking up changed voice files and manifest."""
-        await asyncio.to_thread(self.voices.refresh)
+        if self.voices.stale:  # most requests skip the thread hop
+            await asyncio.to_thread(self.voices.refresh)
         return self.voices.voices
 
     async def speech_stream(

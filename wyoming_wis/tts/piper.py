@@ -35,11 +35,7 @@ class PiperEngine:
         with open(f"{found.path}.json", encoding="utf-8") as file:
             config = json.load(file)
         self.voice = PiperVoice(config=PiperConfig.from_dict(config), session=_onnx_session(found, runtime))
-        language = config.get("language", {})
-        self.languages: list[str] = [language.get("code") or self.voice.config.espeak_voice]
-        self.speakers: list[str] = list(self.voice.config.speaker_id_map)
-        quality = config.get("audio", {}).get("quality", "")
-        self.description = f"{config.get('dataset', found.name)} ({self.languages[0]}, {quality or 'piper'})"
+        self.languages, self.speakers, _ = describe(found.name, config)
         self.format = AudioFormat(rate=self.voice.config.sample_rate, width=2, channels=1)
         stat = found.path.stat()  # a changed voice file must not be mistaken for the old one
         self.identity = f"{found.name}:{found.path}:{stat.st_size}:{stat.st_mtime_ns}"
@@ -77,6 +73,14 @@ class PiperEngine:
 
     def close(self) -> None:
         self.scheduler.close()
+
+
+def describe(name: str, config: dict[str, Any]) -> tuple[list[str], list[str], str]:
+    """Languages, speakers and a description of a voice, from its .onnx.json alone."""
+    language = config.get("language", {}).get("code") or config.get("espeak", {}).get("voice", "")
+    quality = config.get("audio", {}).get("quality", "")
+    description = f"{config.get('dataset', name)} ({language}, {quality or 'piper'})"
+    return [language], list(config.get("speaker_id_map", {})), description
 
 
 def _onnx_session(found: Found, runtime: Runtime) -> onnxruntime.InferenceSession:

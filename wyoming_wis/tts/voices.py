@@ -38,6 +38,7 @@ from typing import Any
 from ..catalog import Catalog, Found
 from ..errors import BadRequest, UnknownVoice
 from .params import SpeechParams
+from .piper import describe
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -89,10 +90,15 @@ class VoiceRegistry:
     def voices(self) -> list[Voice]:
         return list(self._voices.values())
 
+    @property
+    def stale(self) -> bool:
+        """Whether it is time to look at the disk again."""
+        return time.monotonic() - self._checked >= _REFRESH_SECONDS
+
     def refresh(self, force: bool = False) -> None:
         """Rescan voice files and the manifest if they changed; blocking (file system), cheap when nothing did."""
         with self._lock:
-            if not force and time.monotonic() - self._checked < _REFRESH_SECONDS:
+            if not force and not self.stale:
                 return
             self._checked = time.monotonic()
             models = {found.name: found for found in self._configured}
@@ -164,11 +170,8 @@ def _custom(name: str, entry: dict[str, Any], models: dict[str, Voice]) -> Voice
 
 def _describe(name: str, found: Found) -> Voice:
     """Languages, speakers and a description from the voice's .onnx.json, without loading the model."""
-    config = json.loads(Path(f"{found.path}.json").read_text(encoding="utf-8"))
-    language = config.get("language", {}).get("code") or config.get("espeak", {}).get("voice", "")
-    quality = config.get("audio", {}).get("quality", "")
-    description = f"{config.get('dataset', name)} ({language}, {quality or 'piper'})"
-    return Voice(name, found, [language], list(config.get("speaker_id_map", {})), description=description)
+    languages, speakers, description = describe(name, json.loads(Path(f"{found.path}.json").read_text("utf-8")))
+    return Voice(name, found, languages, speakers, description=description)
 
 
 def _manifest_stamp(path: Path) -> tuple[int, int] | None:
