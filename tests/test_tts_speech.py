@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 from helpers import read_until, rms
 from wyoming.tts import SynthesizeChunk, SynthesizeStart, SynthesizeStop
@@ -15,10 +17,24 @@ from wyoming.tts import SynthesizeChunk, SynthesizeStart, SynthesizeStop
 from wyoming_wis.catalog import Catalog
 from wyoming_wis.errors import BadRequest
 from wyoming_wis.runtime import Runtime
+from wyoming_wis.scheduler import Pace, Scheduler
 from wyoming_wis.tts import PiperEngine, SpeechCache, SpeechParams, SpeechStream
 from wyoming_wis.tts.normalize import normalize
+from wyoming_wis.tts.piper import FIRST_FRAMES, GROWTH
 
 STEADY = SpeechParams(noise_scale=0.0, noise_w=0.0)  # no randomness: lengths can be compared exactly
+HOP = 256  # samples per latent frame in Piper's medium voices
+
+
+async def say(engine: PiperEngine, text: str, params: SpeechParams) -> bytes:
+    """All of the speech, a sentence at a time (as for a listener with audio in hand)."""
+    return b"".join([piece async for piece in engine.stream(text, None, params, Pace(seconds=1.0))])
+
+
+def same_sound(a: bytes, b: bytes) -> bool:
+    """Equal length and within a few steps of 16-bit rounding everywhere."""
+    x, y = np.frombuffer(a, dtype=np.int16).astype(int), np.frombuffer(b, dtype=np.int16).astype(int)
+    return len(x) == len(y) and int(np.abs(x - y).max()) <= 4
 
 
 @pytest.fixture(scope="module")
@@ -32,13 +48,13 @@ def joe(data_dir: Path) -> Iterator[PiperEngine]:
 
 async def test_speed_and_sentence_silence(joe: PiperEngine) -> None:
     text = "The living room lights are now on."
-    normal = await joe.synthesize(text, None, STEADY)
-    fast = await joe.synthesize(text, None, STEADY.but(speed=2.0))
-    slow = await joe.synthesize(text, None, STEADY.but(speed=0.5))
+    normal = await say(joe, text, STEADY)
+    fast = await say(joe, text, STEADY.but(speed=2.0))
+    slow = await say(joe, text, STEADY.but(speed=0.5))
     # Sounds scale with speed; the pauses Piper keeps around a sentence do not quite.
     assert 0.45 < len(fast) / len(normal) < 0.7, len(fast) / len(normal)
     assert 1.6 < len(slow) / len(normal) < 2.2, len(slow) / len(normal)
-    paused = await joe.synthesize(text, None, STEADY.but(sentence_silence=0.5))
+    paused = await say(joe, text, STEADY.but(sentence_silence=0.5))
     assert len(paused) - len(normal) == int(0.5 * joe.format.rate) * joe.format.bytes_per_frame
     assert paused[len(normal) :] == bytes(len(paused) - len(normal))
 
@@ -53,13 +69,42 @@ async def test_first_clause_is_spoken_before_the_sentence_is_written(joe: PiperE
     stream = SpeechStream(joe, None, 1000, STEADY)
     phrases = aiter(stream)
     stream.write("Okay, I turned on the kitchen lights, and ")
-    first = await asyncio.wait_for(anext(phrases), 30)  # the rest of the sentence is not written yet
-    clause = await joe.synthesize("Okay, I turned on the kitchen lights,", None, STEADY)
-    assert first == clause
+    first = (await asyncio.wait_for(anext(phrases), 30)).audio  # the rest of the sentence is not written yet
+    clause = await say(joe, "Okay, I turned on the kitchen lights,", STEADY)
+    assert len(first) == FIRST_FRAMES * HOP * 2 and same_sound(first, clause[: len(first)])
     stream.write("set the thermostat to twenty one degrees. Have a nice evening.")
     stream.close()
-    rest = [piece async for piece in phrases]
-    assert len(rest) == 2 and all(rest)
+    rest = b"".join([piece.audio async for piece in phrases])
+    assert same_sound(first + rest[: len(clause) - len(first)], clause)
+    assert len(rest) - len(clause) > 2 * joe.format.rate  # and the other two sentences follow
+
+
+async def test_pieces_join_without_a_seam(joe: PiperEngine) -> None:
+    """A waiting listener gets growing pieces; together they are the sentence decoded whole."""
+    text = "According to the forecast for the rest of the week, temperatures will stay between twelve and seventeen degrees."
+    pieces = [piece async for piece in joe.stream(text, None, STEADY, Pace())]
+    whole = [piece async for piece in joe.stream(text, None, STEADY, Pace(seconds=1.0))]  # audio in hand: no hurry
+    assert [len(piece) for piece in pieces[:2]] == [FIRST_FRAMES * HOP * 2, (GROWTH - 1) * FIRST_FRAMES * HOP * 2]
+    assert len(pieces) == 3 and len(whole) == 1
+    assert same_sound(b"".join(pieces), whole[0])
+
+
+async def test_waiting_listeners_go_before_one_already_listening() -> None:
+    """With the worker busy, a new listener's first step starts before the next step of one with audio in hand."""
+    scheduler = Scheduler("order", workers=1, queue_size=8)
+    try:
+        release, order = threading.Event(), []
+        blocker = asyncio.ensure_future(scheduler.run(release.wait, 10))
+        await asyncio.sleep(0.05)
+        playing = Pace(started=time.monotonic() - 5, seconds=8.0)  # 3 s of audio in hand
+        later = asyncio.ensure_future(scheduler.run(order.append, "playing", deadline=playing.deadline))
+        new = asyncio.ensure_future(scheduler.run(order.append, "new", deadline=Pace().deadline))
+        await asyncio.sleep(0.05)
+        release.set()
+        await asyncio.gather(blocker, later, new)
+        assert order == ["new", "playing"]
+    finally:
+        scheduler.close()
 
 
 def test_short_first_sentence_is_not_split(joe: PiperEngine) -> None:
@@ -120,7 +165,7 @@ def rms_of(events: list) -> float:
 async def speak(stream: SpeechStream, text: str) -> bytes:
     stream.write(text)
     stream.close()
-    return b"".join([piece async for piece in stream])
+    return b"".join([piece.audio async for piece in stream])
 
 
 async def test_speech_cache_hit_miss_and_bypass(joe: PiperEngine, tmp_path: Path) -> None:

@@ -1,15 +1,25 @@
-"""Run blocking model calls in worker threads, behind a bounded queue.
+"""Run blocking model calls in worker threads, behind a bounded queue, most urgent first.
 
 Each engine owns one Scheduler. At most `workers` calls run at once; up to
 `queue_size` more wait. Past that, `run` raises `Busy` at once, so overload is a
 clear answer to the client rather than a backlog that grows without end.
+
+Waiting calls start in order of their deadline: by default the moment they were
+submitted (first come, first served), or, for speech, the moment a listener's
+playback would run dry (see `Pace`). A reply that has not started yet then goes
+before the third sentence of a reply that is already playing.
 """
 
 from __future__ import annotations
 
 import asyncio
+import heapq
+import itertools
+import threading
+import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from .errors import Busy
@@ -17,19 +27,40 @@ from .errors import Busy
 T = TypeVar("T")
 
 
+@dataclass
+class Pace:
+    """How much audio a listener has been sent since it started waiting."""
+
+    started: float = field(default_factory=time.monotonic)
+    seconds: float = 0.0
+
+    @property
+    def deadline(self) -> float:
+        """When playback runs dry unless more audio comes."""
+        return self.started + self.seconds
+
+
 class Scheduler:
     def __init__(self, name: str, workers: int, queue_size: int) -> None:
         self.name = name
         self.workers = workers
         self.capacity = workers + queue_size
-        self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=name)
         self._pending = 0  # running + waiting; only touched on the event loop thread
+        self._waiting: list[tuple[float, int, Future[Any], Callable[[], Any]]] = []
+        self._order = itertools.count()
+        self._ready = threading.Condition()
+        self._closed = False
+        self._threads = [
+            threading.Thread(target=self._work, name=f"{name}-{index}", daemon=True) for index in range(workers)
+        ]
+        for thread in self._threads:
+            thread.start()
 
     @property
     def pending(self) -> int:
         return self._pending
 
-    async def run(self, func: Callable[..., T], *args: Any) -> T:
+    async def run(self, func: Callable[..., T], *args: Any, deadline: float | None = None) -> T:
         """Run `func(*args)` in a worker thread and return its result.
 
         If the caller is cancelled while the call waits, the call is dropped;
@@ -38,16 +69,43 @@ class Scheduler:
         if self._pending >= self.capacity:
             raise Busy(f"{self.name} is busy: {self._pending} requests are running or waiting; try again shortly")
         loop = asyncio.get_running_loop()
+        future: Future[T] = Future()
+        with self._ready:
+            if self._closed:
+                raise RuntimeError(f"{self.name} has shut down")
+            item = (time.monotonic() if deadline is None else deadline, next(self._order), future, lambda: func(*args))
+            heapq.heappush(self._waiting, item)
+            self._ready.notify()
         self._pending += 1
-        future: Future[T] = self._executor.submit(func, *args)
         future.add_done_callback(lambda _: _call_soon(loop, self._release))
         return await asyncio.wrap_future(future)
+
+    def _work(self) -> None:
+        while True:
+            with self._ready:
+                while not self._waiting and not self._closed:
+                    self._ready.wait()
+                if self._closed:
+                    return
+                _, _, future, call = heapq.heappop(self._waiting)
+            if not future.set_running_or_notify_cancel():
+                continue  # its caller was cancelled while it waited
+            try:
+                future.set_result(call())
+            except BaseException as err:  # handed to the caller, like concurrent.futures does
+                future.set_exception(err)
 
     def _release(self) -> None:
         self._pending -= 1
 
     def close(self) -> None:
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        """Stop taking calls, drop those still waiting; running ones finish in their threads."""
+        with self._ready:
+            self._closed = True
+            waiting, self._waiting = self._waiting, []
+            self._ready.notify_all()
+        for _, _, future, _ in waiting:
+            future.cancel()
 
 
 def _call_soon(loop: asyncio.AbstractEventLoop, callback: Callable[[], None]) -> None:

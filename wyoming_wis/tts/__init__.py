@@ -3,6 +3,6 @@
 from .cache import SpeechCache
 from .params import SpeechParams
 from .piper import PiperEngine
-from .stream import SpeechStream
+from .stream import Piece, SpeechStream
 
-__all__ = ["PiperEngine", "SpeechCache", "SpeechParams", "SpeechStream"]
+__all__ = ["PiperEngine", "SpeechCache", "Piece", "SpeechParams", "SpeechStream"]

@@ -2,26 +2,62 @@
 
 onnxruntime sessions may be shared by threads and piper-tts guards its espeak
 phonemizer with its own lock, so one voice serves several requests at once.
+
+A Piper voice is one VITS graph: encoder, duration predictor and flow turn
+phonemes into latent frames (one per 256 samples), then a HiFi-GAN decoder turns
+frames into sound, which is most of the work. For the sentence a listener is
+waiting for, the engine runs the graph cut in two (onnx.utils.Extractor): the
+latents first, then the decoder on a short first piece, then on the rest. The
+decoder is a stack of convolutions that sees about a dozen frames either side,
+so each piece is decoded with CONTEXT_FRAMES of its neighbours and trimmed: the
+pieces join into the same samples as one whole decode, without a seam (tested).
+Later sentences, which are made while earlier ones play, run the whole graph.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+import onnx
+import onnx.utils
 import onnxruntime
 from piper import PiperVoice
-from piper.config import PiperConfig, SynthesisConfig
+from piper.config import PiperConfig
 
 from ..audio import AudioFormat
 from ..catalog import Found
 from ..errors import UnknownSpeaker
 from ..runtime import Runtime
-from ..scheduler import Scheduler
+from ..scheduler import Pace, Scheduler
 from .params import SpeechParams
 
 _LOGGER = logging.getLogger(__name__)
+
+FIRST_FRAMES = 24  # the first piece a waiting listener hears: about 0.28 s at 22.05 kHz
+CONTEXT_FRAMES = 16  # what the decoder sees either side of a frame, with room to spare
+GROWTH = 8  # each later piece ends at most this many times further in, so playback stays ahead
+DECODER = "/dec/"  # where torch.onnx.export puts the VITS decoder's nodes
+LOUDNESS_TEXTS = ("Okay, the kitchen lights are on.", "It is twenty one degrees.", "Sorry, I did not get that.")
+
+
+@dataclass
+class _Latents:
+    """A sentence's decoder inputs: `frames` latent frames, plus any speaker conditioning."""
+
+    feeds: dict[str, np.ndarray]
+    latent: str
+
+    @property
+    def frames(self) -> int:
+        return int(self.feeds[self.latent].shape[-1])
+
+    def window(self, start: int, end: int) -> dict[str, np.ndarray]:
+        return {**self.feeds, self.latent: self.feeds[self.latent][..., start:end]}
 
 
 class PiperEngine:
@@ -34,12 +70,16 @@ class PiperEngine:
         _LOGGER.info("Loading Piper voice %s from %s (%s)", found.name, found.path, found.source)
         with open(f"{found.path}.json", encoding="utf-8") as file:
             config = json.load(file)
-        self.voice = PiperVoice(config=PiperConfig.from_dict(config), session=_onnx_session(found, runtime))
+        options, providers = _session_options(runtime), _providers(runtime, found.name)
+        whole = onnxruntime.InferenceSession(str(found.path), sess_options=options, providers=providers)
+        self.voice = PiperVoice(config=PiperConfig.from_dict(config), session=whole)
+        self._front, self._decoder, self._latent = _split_at_decoder(found, options, providers)
         self.languages, self.speakers, _ = describe(found.name, config)
         self.format = AudioFormat(rate=self.voice.config.sample_rate, width=2, channels=1)
         stat = found.path.stat()  # a changed voice file must not be mistaken for the old one
         self.identity = f"{found.name}:{found.path}:{stat.st_size}:{stat.st_mtime_ns}"
         self.scheduler = Scheduler(f"piper-{found.name}", workers, queue_size)
+        self.gain = self._loudness_gain()
 
     def speaker_id(self, speaker: str | None) -> int | None:
         """Speaker by name (or number) for multi-speaker voices; None is the default."""
@@ -53,26 +93,134 @@ class PiperEngine:
         known = ", ".join(self.speakers) if self.speakers else "none, it has one speaker"
         raise UnknownSpeaker(f"Voice {self.name!r} has no speaker {speaker!r} (speakers: {known})")
 
-    async def synthesize(self, text: str, speaker_id: int | None = None, params: SpeechParams | None = None) -> bytes:
-        return await self.scheduler.run(self.synthesize_sync, text, speaker_id, params or self.params)
+    async def stream(self, text: str, speaker: str | None, params: SpeechParams, pace: Pace) -> AsyncIterator[bytes]:
+        """16-bit mono PCM at `format.rate`, then `sentence_silence`, in pieces.
 
-    def synthesize_sync(self, text: str, speaker_id: int | None, params: SpeechParams) -> bytes:
-        """16-bit mono PCM at `format.rate`, with `sentence_silence` after it; blocking, for a worker."""
-        voice = self.voice.config
-        config = SynthesisConfig(
-            speaker_id=speaker_id,
-            length_scale=voice.length_scale / params.speed,
-            noise_scale=voice.noise_scale if params.noise_scale is None else params.noise_scale,
-            noise_w_scale=voice.noise_w_scale if params.noise_w is None else params.noise_w,
-        )
-        pcm = b"".join(chunk.audio_int16_bytes for chunk in self.voice.synthesize(text, config))
-        return pcm + bytes(int(params.sentence_silence * self.format.rate) * self.format.bytes_per_frame)
+        While `pace` says the listener has heard nothing yet, the sentence comes
+        in growing pieces; after that, a sentence at a time. Every step is queued
+        by the listener's deadline, so waiting listeners go first.
+        """
+        feeds = self._feeds(self.speaker_id(speaker), params)
+        for ids in await self.scheduler.run(self._phoneme_ids, text, deadline=pace.deadline):
+            if pace.seconds or self._decoder is None:
+                yield await self.scheduler.run(self._whole, ids, feeds, deadline=pace.deadline)
+                continue
+            latents = await self.scheduler.run(self._latents, ids, feeds, deadline=pace.deadline)
+            for start, end in _pieces(latents.frames):
+                yield await self.scheduler.run(self._decode, latents, start, end, deadline=pace.deadline)
+        if params.sentence_silence:
+            yield bytes(int(params.sentence_silence * self.format.rate) * self.format.bytes_per_frame)
 
     def warm_up(self) -> None:
-        self.synthesize_sync("Ready.", None, self.params)
+        """Run each step once, so the first request does not pay for onnxruntime's first runs."""
+        feeds = self._feeds(None, self.params)
+        for ids in self._phoneme_ids("Ready."):
+            self._whole(ids, feeds)
+            if self._decoder is not None:
+                self._decode(self._latents(ids, feeds), 0, FIRST_FRAMES)
 
     def close(self) -> None:
         self.scheduler.close()
+
+    # -- blocking steps, for the scheduler's threads -------------------------
+
+    def _phoneme_ids(self, text: str) -> list[list[int]]:
+        return [self.voice.phonemes_to_ids(phonemes) for phonemes in self.voice.phonemize(text) if phonemes]
+
+    def _feeds(self, speaker_id: int | None, params: SpeechParams) -> dict[str, np.ndarray]:
+        """The graph's inputs other than the phonemes."""
+        config = self.voice.config
+        scales = [
+            config.noise_scale if params.noise_scale is None else params.noise_scale,
+            config.length_scale / params.speed,
+            config.noise_w_scale if params.noise_w is None else params.noise_w,
+        ]
+        feeds = {"scales": np.array(scales, dtype=np.float32)}
+        if config.num_speakers > 1:
+            feeds["sid"] = np.array([config.default_speaker_id if speaker_id is None else speaker_id], dtype=np.int64)
+        return feeds
+
+    def _whole(self, ids: list[int], feeds: dict[str, np.ndarray]) -> bytes:
+        return self._pcm(_run(self.voice.session, ids, feeds))
+
+    def _latents(self, ids: list[int], feeds: dict[str, np.ndarray]) -> _Latents:
+        assert self._front is not None and self._latent is not None
+        names = [output.name for output in self._front.get_outputs()]
+        return _Latents(dict(zip(names, _run_all(self._front, ids, feeds), strict=True)), self._latent)
+
+    def _decode(self, latents: _Latents, start: int, end: int) -> bytes:
+        """Samples for frames [start, end), decoded with context either side and trimmed to fit."""
+        assert self._decoder is not None
+        first, last = max(0, start - CONTEXT_FRAMES), min(latents.frames, end + CONTEXT_FRAMES)
+        audio = self._decoder.run(None, latents.window(first, last))[0].reshape(-1)
+        hop = len(audio) // (last - first)
+        return self._pcm(audio[(start - first) * hop : (end - first) * hop])
+
+    def _pcm(self, audio: np.ndarray) -> bytes:
+        return np.clip(audio * (self.gain * 32767), -32767, 32767).astype(np.int16).tobytes()
+
+    def _loudness_gain(self) -> float:
+        """One gain for the voice, so pieces of a sentence (and its sentences) share a loudness.
+
+        Piper scales each sentence to full scale after making all of it, which a
+        stream cannot wait for; instead the loudest of a few set sentences sets it.
+        """
+        self.gain, feeds = 1.0, self._feeds(None, SpeechParams(noise_scale=0.0, noise_w=0.0))
+        peaks = [
+            np.abs(np.frombuffer(self._whole(ids, feeds), dtype=np.int16)).max() / 32767
+            for text in LOUDNESS_TEXTS
+            for ids in self._phoneme_ids(text)
+        ]
+        return 1.0 / max(0.05, *peaks)
+
+
+def _pieces(frames: int) -> Iterator[tuple[int, int]]:
+    """Frame ranges: a short first piece, then each ending up to GROWTH times further in."""
+    start, end = 0, FIRST_FRAMES
+    while start < frames:
+        if frames - end < FIRST_FRAMES:
+            end = frames  # no tiny piece at the end
+        yield start, end
+        start, end = end, end * GROWTH
+
+
+def _run(session: onnxruntime.InferenceSession, ids: list[int], feeds: dict[str, np.ndarray]) -> np.ndarray:
+    return _run_all(session, ids, feeds)[0].reshape(-1)
+
+
+def _run_all(session: onnxruntime.InferenceSession, ids: list[int], feeds: dict[str, np.ndarray]) -> list[Any]:
+    inputs = {"input": np.array([ids], dtype=np.int64), "input_lengths": np.array([len(ids)], dtype=np.int64), **feeds}
+    wanted = {item.name for item in session.get_inputs()}  # a config may name speakers its graph does not take
+    return session.run(None, {name: value for name, value in inputs.items() if name in wanted})
+
+
+def _split_at_decoder(
+    found: Found, options: onnxruntime.SessionOptions, providers: list[Any]
+) -> tuple[onnxruntime.InferenceSession | None, onnxruntime.InferenceSession | None, str | None]:
+    """Sessions for the graph up to the decoder and for the decoder, and the latent input's name.
+
+    (None, None, None) for a graph without named decoder nodes (very old exports):
+    such a voice speaks a sentence at a time.
+    """
+    model = onnx.load(str(found.path))
+    graph = model.graph
+    decoder = [node for node in graph.node if node.name.startswith(DECODER)]
+    if not decoder:
+        _LOGGER.warning("Voice %s: no decoder found in its graph, so it speaks a sentence at a time", found.name)
+        return None, None, None
+    made = {name for node in decoder for name in node.output}
+    weights = {tensor.name for tensor in graph.initializer}
+    inputs = list(
+        dict.fromkeys(name for node in decoder for name in node.input if name and name not in made | weights)
+    )
+    extractor = onnx.utils.Extractor(model)
+    front = extractor.extract_model([item.name for item in graph.input], inputs)
+    back = extractor.extract_model(inputs, [item.name for item in graph.output])
+
+    def session(part: onnx.ModelProto) -> onnxruntime.InferenceSession:
+        return onnxruntime.InferenceSession(part.SerializeToString(), sess_options=options, providers=providers)
+
+    return session(front), session(back), decoder[0].input[0]  # the first decoder node reads the latents
 
 
 def describe(name: str, config: dict[str, Any]) -> tuple[list[str], list[str], str]:
@@ -83,17 +231,20 @@ def describe(name: str, config: dict[str, Any]) -> tuple[list[str], list[str], s
     return [language], list(config.get("speaker_id_map", {})), description
 
 
-def _onnx_session(found: Found, runtime: Runtime) -> onnxruntime.InferenceSession:
+def _session_options(runtime: Runtime) -> onnxruntime.SessionOptions:
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = runtime.cpu_threads
     options.inter_op_num_threads = 1
-    providers: list[str | tuple[str, dict[str, Any]]] = ["CPUExecutionProvider"]
+    return options
+
+
+def _providers(runtime: Runtime, name: str) -> list[Any]:
+    providers: list[Any] = ["CPUExecutionProvider"]
     if runtime.device == "cuda":
         if "CUDAExecutionProvider" in onnxruntime.get_available_providers():
             providers.insert(0, ("CUDAExecutionProvider", {"device_id": runtime.device_index}))
         else:
             _LOGGER.warning(
-                "Piper voice %s runs on the CPU: onnxruntime has no CUDA support here (install onnxruntime-gpu)",
-                found.name,
+                "Piper voice %s runs on the CPU: onnxruntime has no CUDA support here (install onnxruntime-gpu)", name
             )
-    return onnxruntime.InferenceSession(str(found.path), sess_options=options, providers=providers)
+    return providers

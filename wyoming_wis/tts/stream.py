@@ -6,6 +6,8 @@ audio leaves before the rest of the text has even arrived. The first sentence
 goes faster still: its first clause ("Okay, I turned on the kitchen lights,")
 is spoken as soon as it is written, while the rest of the sentence is still
 coming, because a listener waits for the first sound and not for the last.
+Engines hand each phrase back in pieces as they make it, and the stream's
+`Pace` (audio sent so far) tells them how urgently the next piece is needed.
 """
 
 from __future__ import annotations
@@ -13,24 +15,51 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Protocol
 
 from sentence_stream import SentenceBoundaryDetector
 
+from ..audio import AudioFormat
 from ..errors import TextTooLong
+from ..scheduler import Pace
 from .cache import SpeechCache, cache_key
 from .normalize import normalize
 from .params import SpeechParams
-from .piper import PiperEngine
 
 # A clause of at least 4 words ending in , ; : or a dash, followed by more text.
 _FIRST_CLAUSE = re.compile(r"^\s*((?:\S+\s+){3,}?\S*[,;:\u2013\u2014])\s+(?=\S)")
 _SENTENCE_END = re.compile(r"[.!?\u3002](?:\s|$)")
 
 
+class SpeechEngine(Protocol):
+    """What a stream needs from a TTS engine."""
+
+    name: str
+    identity: str  # changes when the model behind the name changes
+    format: AudioFormat
+    params: SpeechParams
+    languages: list[str]
+
+    def speaker_id(self, speaker: str | None) -> object:
+        """The speaker as the engine knows it; raises UnknownSpeaker."""
+
+    def stream(self, text: str, speaker: str | None, params: SpeechParams, pace: Pace) -> AsyncIterator[bytes]:
+        """PCM in `format`, in pieces, as it is made."""
+
+
+@dataclass(frozen=True)
+class Piece:
+    """Some audio of a phrase; the last piece of each phrase has `ends_phrase` (and may be empty)."""
+
+    audio: bytes
+    ends_phrase: bool = False
+
+
 class SpeechStream:
     def __init__(
         self,
-        voice: PiperEngine,
+        voice: SpeechEngine,
         speaker: str | None,
         max_chars: int,
         params: SpeechParams | None = None,
@@ -40,7 +69,9 @@ class SpeechStream:
         self.format = voice.format  # one format for the whole stream
         self.params = params or voice.params
         self.cache = cache
-        self._speaker_id = voice.speaker_id(speaker)
+        self.pace = Pace()
+        self._speaker = speaker
+        self._speaker_id = voice.speaker_id(speaker)  # an unknown speaker fails here, before any text
         self._max_chars = max_chars
         self._chars = 0
         self._head: str | None = ""  # text before the first phrase is out; None once it is
@@ -65,16 +96,21 @@ class SpeechStream:
         self._put(self._detector.finish())
         self._phrases.put_nowait(None)
 
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        """PCM of each phrase, in order, as soon as it is synthesised."""
+    async def __aiter__(self) -> AsyncIterator[Piece]:
+        """PCM, phrase by phrase in order, each in pieces as soon as they are made."""
         while (phrase := await self._phrases.get()) is not None:
-            yield await self._speak(phrase)
+            async for audio in self._speak(phrase):
+                self.pace.seconds += self.format.seconds(len(audio))
+                yield Piece(audio)
+            yield Piece(b"", ends_phrase=True)
 
-    async def _speak(self, phrase: str) -> bytes:
+    async def _speak(self, phrase: str) -> AsyncIterator[bytes]:
         if self.cache is None:
-            return await self.voice.synthesize(phrase, self._speaker_id, self.params)
+            async for audio in self.voice.stream(phrase, self._speaker, self.params, self.pace):
+                yield audio
+            return
         key = cache_key(
-            engine="piper",
+            engine=type(self.voice).__name__,
             voice=self.voice.identity,
             speaker=self._speaker_id,
             params=self.params,
@@ -82,10 +118,14 @@ class SpeechStream:
             text=phrase,
         )
         audio = await self.cache.get(key)
-        if audio is None:
-            audio = await self.voice.synthesize(phrase, self._speaker_id, self.params)
-            await self.cache.put(key, audio)
-        return audio
+        if audio is not None:
+            yield audio
+            return
+        pieces = []
+        async for audio in self.voice.stream(phrase, self._speaker, self.params, self.pace):
+            pieces.append(audio)
+            yield audio
+        await self.cache.put(key, b"".join(pieces))
 
     def _first_phrase(self, head: str) -> str:
         """Send the first clause on its own once it is written; returns the text for the sentence detector."""

@@ -253,17 +253,20 @@ class WyomingHandler(AsyncEventHandler):
         """Send the stream's audio: one audio-start/stop pair, or one per sentence."""
         audio = stream.format
         start = AudioStart(rate=audio.rate, width=audio.width, channels=audio.channels).event()
-        if not cycle_per_sentence:
+        started = not cycle_per_sentence
+        if started:
             await self.write_event(start)
-        async for pcm in stream:
-            if cycle_per_sentence:
+        async for piece in stream:
+            if piece.audio and not started:
                 await self.write_event(start)
-            for piece in chunks(pcm, SAMPLES_PER_CHUNK * audio.bytes_per_frame):
+                started = True
+            for pcm in chunks(piece.audio, SAMPLES_PER_CHUNK * audio.bytes_per_frame):
                 await self.write_event(
-                    AudioChunk(rate=audio.rate, width=audio.width, channels=audio.channels, audio=piece).event()
+                    AudioChunk(rate=audio.rate, width=audio.width, channels=audio.channels, audio=pcm).event()
                 )
-            if cycle_per_sentence:
+            if piece.ends_phrase and started and cycle_per_sentence:
                 await self.write_event(AudioStop().event())
+                started = False
         if not cycle_per_sentence:
             await self.write_event(AudioStop().event())
 
