@@ -28,7 +28,7 @@ HOP = 256  # samples per latent frame in Piper's medium voices
 
 async def say(engine: PiperEngine, text: str, params: SpeechParams) -> bytes:
     """All of the speech, a sentence at a time (as for a listener with audio in hand)."""
-    return b"".join([piece async for piece in engine.stream(text, None, params, Pace(seconds=1.0))])
+    return b"".join([piece async for piece in engine.stream(text, None, params, Pace(), urgent=False)])
 
 
 def same_sound(a: bytes, b: bytes) -> bool:
@@ -82,8 +82,8 @@ async def test_first_clause_is_spoken_before_the_sentence_is_written(joe: PiperE
 async def test_pieces_join_without_a_seam(joe: PiperEngine) -> None:
     """A waiting listener gets growing pieces; together they are the sentence decoded whole."""
     text = "According to the forecast for the rest of the week, temperatures will stay between twelve and seventeen degrees."
-    pieces = [piece async for piece in joe.stream(text, None, STEADY, Pace())]
-    whole = [piece async for piece in joe.stream(text, None, STEADY, Pace(seconds=1.0))]  # audio in hand: no hurry
+    pieces = [piece async for piece in joe.stream(text, None, STEADY, Pace(), urgent=True)]
+    whole = [piece async for piece in joe.stream(text, None, STEADY, Pace(), urgent=False)]
     assert [len(piece) for piece in pieces[:2]] == [FIRST_FRAMES * HOP * 2, (GROWTH - 1) * FIRST_FRAMES * HOP * 2]
     assert len(pieces) == 3 and len(whole) == 1
     assert same_sound(b"".join(pieces), whole[0])
@@ -97,8 +97,8 @@ async def test_waiting_listeners_go_before_one_already_listening() -> None:
         blocker = asyncio.ensure_future(scheduler.run(release.wait, 10))
         await asyncio.sleep(0.05)
         playing = Pace(started=time.monotonic() - 5, seconds=8.0)  # 3 s of audio in hand
-        later = asyncio.ensure_future(scheduler.run(order.append, "playing", deadline=playing.deadline))
-        new = asyncio.ensure_future(scheduler.run(order.append, "new", deadline=Pace().deadline))
+        later = asyncio.ensure_future(scheduler.run(order.append, "playing", pace=playing))
+        new = asyncio.ensure_future(scheduler.run(order.append, "new", pace=Pace()))
         await asyncio.sleep(0.05)
         release.set()
         await asyncio.gather(blocker, later, new)

@@ -29,15 +29,25 @@ T = TypeVar("T")
 
 @dataclass
 class Pace:
-    """How much audio a listener has been sent since it started waiting."""
+    """One listener's request: when it started and how much audio it has been sent.
+
+    Its calls queue by `deadline`; only its first call may be refused as busy,
+    so a reply that has started is never cut off halfway.
+    """
 
     started: float = field(default_factory=time.monotonic)
     seconds: float = 0.0
+    admitted: bool = False
 
     @property
     def deadline(self) -> float:
         """When playback runs dry unless more audio comes."""
         return self.started + self.seconds
+
+    @property
+    def in_hand(self) -> float:
+        """Seconds of audio the listener has yet to hear."""
+        return self.deadline - time.monotonic()
 
 
 class Scheduler:
@@ -60,20 +70,25 @@ class Scheduler:
     def pending(self) -> int:
         return self._pending
 
-    async def run(self, func: Callable[..., T], *args: Any, deadline: float | None = None) -> T:
+    async def run(self, func: Callable[..., T], *args: Any, pace: Pace | None = None, later: float = 0.0) -> T:
         """Run `func(*args)` in a worker thread and return its result.
 
+        With `pace`, the call is queued by the listener's deadline (plus `later`
+        seconds, for audio it will hear after other audio still being made).
         If the caller is cancelled while the call waits, the call is dropped;
         once running it finishes in its thread, and its slot is freed only then.
         """
-        if self._pending >= self.capacity:
+        if (pace is None or not pace.admitted) and self._pending >= self.capacity:
             raise Busy(f"{self.name} is busy: {self._pending} requests are running or waiting; try again shortly")
+        if pace is not None:
+            pace.admitted = True
         loop = asyncio.get_running_loop()
         future: Future[T] = Future()
         with self._ready:
             if self._closed:
                 raise RuntimeError(f"{self.name} has shut down")
-            item = (time.monotonic() if deadline is None else deadline, next(self._order), future, lambda: func(*args))
+            deadline = time.monotonic() if pace is None else pace.deadline + later
+            item = (deadline, next(self._order), future, lambda: func(*args))
             heapq.heappush(self._waiting, item)
             self._ready.notify()
         self._pending += 1

@@ -5,17 +5,18 @@ phonemizer with its own lock, so one voice serves several requests at once.
 
 A Piper voice is one VITS graph: encoder, duration predictor and flow turn
 phonemes into latent frames (one per 256 samples), then a HiFi-GAN decoder turns
-frames into sound, which is most of the work. For the sentence a listener is
-waiting for, the engine runs the graph cut in two (onnx.utils.Extractor): the
-latents first, then the decoder on a short first piece, then on the rest. The
-decoder is a stack of convolutions that sees about a dozen frames either side,
+frames into sound, which is most of the work. The engine runs the graph cut in
+two (onnx.utils.Extractor), latents first, then the decoder. For the sentence a
+listener is waiting for, the decoder runs on a short first piece, then on the
+rest. It is a stack of convolutions that sees about a dozen frames either side,
 so each piece is decoded with CONTEXT_FRAMES of its neighbours and trimmed: the
 pieces join into the same samples as one whole decode, without a seam (tested).
-Later sentences, which are made while earlier ones play, run the whole graph.
+Later sentences, made while earlier ones play, are decoded whole.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator, Iterator
@@ -39,7 +40,7 @@ from .params import SpeechParams
 _LOGGER = logging.getLogger(__name__)
 
 FIRST_FRAMES = 24  # the first piece a waiting listener hears: about 0.28 s at 22.05 kHz
-CONTEXT_FRAMES = 16  # what the decoder sees either side of a frame, with room to spare
+CONTEXT_FRAMES = 12  # what the decoder sees either side of a frame (10 already joins within 1/32767)
 GROWTH = 8  # each later piece ends at most this many times further in, so playback stays ahead
 DECODER = "/dec/"  # where torch.onnx.export puts the VITS decoder's nodes
 LOUDNESS_TEXTS = ("Okay, the kitchen lights are on.", "It is twenty one degrees.", "Sorry, I did not get that.")
@@ -70,10 +71,11 @@ class PiperEngine:
         _LOGGER.info("Loading Piper voice %s from %s (%s)", found.name, found.path, found.source)
         with open(f"{found.path}.json", encoding="utf-8") as file:
             config = json.load(file)
-        options, providers = _session_options(runtime), _providers(runtime, found.name)
-        whole = onnxruntime.InferenceSession(str(found.path), sess_options=options, providers=providers)
-        self.voice = PiperVoice(config=PiperConfig.from_dict(config), session=whole)
+        # Workers share the cores: one busy worker per core beats several fighting over each.
+        options, providers = _session_options(max(1, runtime.cpu_threads // workers)), _providers(runtime, found.name)
         self._front, self._decoder, self._latent = _split_at_decoder(found, options, providers)
+        session = self._front or onnxruntime.InferenceSession(str(found.path), sess_options=options, providers=providers)
+        self.voice = PiperVoice(config=PiperConfig.from_dict(config), session=session)  # whole graph, or its front
         self.languages, self.speakers, _ = describe(found.name, config)
         self.format = AudioFormat(rate=self.voice.config.sample_rate, width=2, channels=1)
         stat = found.path.stat()  # a changed voice file must not be mistaken for the old one
@@ -93,21 +95,33 @@ class PiperEngine:
         known = ", ".join(self.speakers) if self.speakers else "none, it has one speaker"
         raise UnknownSpeaker(f"Voice {self.name!r} has no speaker {speaker!r} (speakers: {known})")
 
-    async def stream(self, text: str, speaker: str | None, params: SpeechParams, pace: Pace) -> AsyncIterator[bytes]:
+    async def stream(
+        self, text: str, speaker: str | None, params: SpeechParams, pace: Pace, urgent: bool
+    ) -> AsyncIterator[bytes]:
         """16-bit mono PCM at `format.rate`, then `sentence_silence`, in pieces.
 
-        While `pace` says the listener has heard nothing yet, the sentence comes
-        in growing pieces; after that, a sentence at a time. Every step is queued
-        by the listener's deadline, so waiting listeners go first.
+        An `urgent` phrase (the listener is waiting for it) comes in growing
+        pieces, decoded in parallel when workers are free; otherwise a sentence
+        at a time. Every step is queued by the listener's deadline.
         """
         feeds = self._feeds(self.speaker_id(speaker), params)
-        for ids in await self.scheduler.run(self._phoneme_ids, text, deadline=pace.deadline):
-            if pace.seconds or self._decoder is None:
-                yield await self.scheduler.run(self._whole, ids, feeds, deadline=pace.deadline)
+        for ids in await self.scheduler.run(self._phoneme_ids, text, pace=pace):
+            if not urgent or self._decoder is None:
+                yield await self.scheduler.run(self._whole, ids, feeds, pace=pace)
                 continue
-            latents = await self.scheduler.run(self._latents, ids, feeds, deadline=pace.deadline)
-            for start, end in _pieces(latents.frames):
-                yield await self.scheduler.run(self._decode, latents, start, end, deadline=pace.deadline)
+            urgent = False  # the rest of the phrase is made while its start plays
+            latents = await self.scheduler.run(self._latents, ids, feeds, pace=pace)
+            frame = self.voice.config.hop_length / self.format.rate
+            pieces = [
+                asyncio.ensure_future(self.scheduler.run(self._decode, latents, start, end, pace=pace, later=start * frame))
+                for start, end in _pieces(latents.frames)
+            ]
+            try:
+                for piece in pieces:
+                    yield await piece
+            finally:
+                for piece in pieces:
+                    piece.cancel()
         if params.sentence_silence:
             yield bytes(int(params.sentence_silence * self.format.rate) * self.format.bytes_per_frame)
 
@@ -116,8 +130,6 @@ class PiperEngine:
         feeds = self._feeds(None, self.params)
         for ids in self._phoneme_ids("Ready."):
             self._whole(ids, feeds)
-            if self._decoder is not None:
-                self._decode(self._latents(ids, feeds), 0, FIRST_FRAMES)
 
     def close(self) -> None:
         self.scheduler.close()
@@ -141,7 +153,10 @@ class PiperEngine:
         return feeds
 
     def _whole(self, ids: list[int], feeds: dict[str, np.ndarray]) -> bytes:
-        return self._pcm(_run(self.voice.session, ids, feeds))
+        if self._decoder is None:
+            return self._pcm(_run_all(self.voice.session, ids, feeds)[0].reshape(-1))
+        latents = self._latents(ids, feeds)
+        return self._decode(latents, 0, latents.frames)
 
     def _latents(self, ids: list[int], feeds: dict[str, np.ndarray]) -> _Latents:
         assert self._front is not None and self._latent is not None
@@ -182,10 +197,6 @@ def _pieces(frames: int) -> Iterator[tuple[int, int]]:
             end = frames  # no tiny piece at the end
         yield start, end
         start, end = end, end * GROWTH
-
-
-def _run(session: onnxruntime.InferenceSession, ids: list[int], feeds: dict[str, np.ndarray]) -> np.ndarray:
-    return _run_all(session, ids, feeds)[0].reshape(-1)
 
 
 def _run_all(session: onnxruntime.InferenceSession, ids: list[int], feeds: dict[str, np.ndarray]) -> list[Any]:
@@ -231,10 +242,11 @@ def describe(name: str, config: dict[str, Any]) -> tuple[list[str], list[str], s
     return [language], list(config.get("speaker_id_map", {})), description
 
 
-def _session_options(runtime: Runtime) -> onnxruntime.SessionOptions:
+def _session_options(threads: int) -> onnxruntime.SessionOptions:
     options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads = runtime.cpu_threads
+    options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")  # idle threads would steal cores
     return options
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Protocol
@@ -30,6 +31,8 @@ from .params import SpeechParams
 # A clause of at least 4 words ending in , ; : or a dash, followed by more text.
 _FIRST_CLAUSE = re.compile(r"^\s*((?:\S+\s+){3,}?\S*[,;:\u2013\u2014])\s+(?=\S)")
 _SENTENCE_END = re.compile(r"[.!?\u3002](?:\s|$)")
+AHEAD = 2  # phrases in the making at once: the one being sent and the next
+URGENT = 0.3  # seconds of audio left to play below which a phrase is needed at once
 
 
 class SpeechEngine(Protocol):
@@ -44,8 +47,10 @@ class SpeechEngine(Protocol):
     def speaker_id(self, speaker: str | None) -> object:
         """The speaker as the engine knows it; raises UnknownSpeaker."""
 
-    def stream(self, text: str, speaker: str | None, params: SpeechParams, pace: Pace) -> AsyncIterator[bytes]:
-        """PCM in `format`, in pieces, as it is made."""
+    def stream(
+        self, text: str, speaker: str | None, params: SpeechParams, pace: Pace, urgent: bool
+    ) -> AsyncIterator[bytes]:
+        """PCM in `format`, in pieces, as it is made; `urgent` when the listener is waiting for it."""
 
 
 @dataclass(frozen=True)
@@ -54,6 +59,22 @@ class Piece:
 
     audio: bytes
     ends_phrase: bool = False
+
+
+class _Making:
+    """A phrase being made in its own task, its pieces queued in order; None ends them, an error replaces them."""
+
+    def __init__(self, speech: AsyncIterator[bytes]) -> None:
+        self.pieces: asyncio.Queue[bytes | BaseException | None] = asyncio.Queue()
+        self.task = asyncio.ensure_future(self._make(speech))
+
+    async def _make(self, speech: AsyncIterator[bytes]) -> None:
+        try:
+            async for audio in speech:
+                self.pieces.put_nowait(audio)
+            self.pieces.put_nowait(None)
+        except Exception as err:  # the reader raises it in order, after the audio before it
+            self.pieces.put_nowait(err)
 
 
 class SpeechStream:
@@ -97,16 +118,41 @@ class SpeechStream:
         self._phrases.put_nowait(None)
 
     async def __aiter__(self) -> AsyncIterator[Piece]:
-        """PCM, phrase by phrase in order, each in pieces as soon as they are made."""
-        while (phrase := await self._phrases.get()) is not None:
-            async for audio in self._speak(phrase):
-                self.pace.seconds += self.format.seconds(len(audio))
-                yield Piece(audio)
-            yield Piece(b"", ends_phrase=True)
+        """PCM, phrase by phrase in order, each in pieces as soon as they are made.
 
-    async def _speak(self, phrase: str) -> AsyncIterator[bytes]:
+        The next phrase is made while this one is sent (AHEAD phrases at most),
+        so a free core works on it instead of waiting for the listener.
+        """
+        making: deque[_Making] = deque()
+        ended = False
+        try:
+            while True:
+                while not ended and len(making) < AHEAD:
+                    if making and self._phrases.empty():
+                        break  # no new text yet: do not wait for it while audio is ready
+                    phrase = await self._phrases.get()
+                    if phrase is None:
+                        ended = True
+                    else:  # the listener waits for it if nothing is ahead and little is left to play
+                        making.append(_Making(self._speak(phrase, not making and self.pace.in_hand < URGENT)))
+                if not making:
+                    return
+                audio = await making[0].pieces.get()
+                if isinstance(audio, BaseException):
+                    raise audio
+                if audio is None:
+                    making.popleft()
+                    yield Piece(b"", ends_phrase=True)
+                else:
+                    self.pace.seconds += self.format.seconds(len(audio))
+                    yield Piece(audio)
+        finally:
+            for made in making:
+                made.task.cancel()
+
+    async def _speak(self, phrase: str, urgent: bool) -> AsyncIterator[bytes]:
         if self.cache is None:
-            async for audio in self.voice.stream(phrase, self._speaker, self.params, self.pace):
+            async for audio in self.voice.stream(phrase, self._speaker, self.params, self.pace, urgent):
                 yield audio
             return
         key = cache_key(
@@ -122,7 +168,7 @@ class SpeechStream:
             yield audio
             return
         pieces = []
-        async for audio in self.voice.stream(phrase, self._speaker, self.params, self.pace):
+        async for audio in self.voice.stream(phrase, self._speaker, self.params, self.pace, urgent):
             pieces.append(audio)
             yield audio
         await self.cache.put(key, b"".join(pieces))
