@@ -251,7 +251,7 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "--tts-workers",
-        "Syntheses that run at the same time per voice.",
+        "Synthesis steps that run at the same time per voice; each gets `--cpu-threads` / N threads.",
         default=2,
         type=_positive_int,
         metavar="N",
