@@ -93,7 +93,7 @@ class PiperEngine:
         known = ", ".join(self.speakers) if self.speakers else "none, it has one speaker"
         raise UnknownSpeaker(f"Voice {self.name!r} has no speaker {speaker!r} (speakers: {known})")
 
-    async def stream(self, text: str, speaker: str | None, params: SpeechParams, pace: Pace) -> AsyncIterator[bytes]:
+    async def stream(self, text: str, speaker: str | None, params: SpeechParams, pace: Pace, language: str | None = None) -> AsyncIterator[bytes]:  # noqa: E501
         """16-bit mono PCM at `format.rate`, then `sentence_silence`, in pieces.
 
         While `pace` says the listener has heard nothing yet, the sentence comes

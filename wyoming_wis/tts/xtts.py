@@ -10,18 +10,20 @@ the scheduler's queue is still what bounds the backlog.
 
 A cloned voice is its conditioning latents, computed once from the reference
 recording and stored as `voices_dir/NAME.safetensors` with a `NAME.json` sidecar,
-so it costs nothing at speaking time and survives a restart.
+so it costs nothing at speaking time and survives a restart. Each voice carries a
+digest of its latents: the speech cache keys on it, so a voice cloned again under
+the same name never gets the old voice's cached speech.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import importlib
 import io
 import json
 import logging
 import os
-import re
 import tempfile
 import textwrap
 import threading
@@ -30,6 +32,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -43,10 +46,11 @@ from TTS.tts.models.xtts import Xtts
 
 from ..audio import AudioFormat
 from ..catalog import Found
-from ..errors import AudioTooLong, BadRequest, StartupError, TextTooLong, UnknownSpeaker, UnsupportedLanguage
+from ..errors import BadAudio, BadRequest, StartupError, TextTooLong, UnknownSpeaker, UnsupportedLanguage
 from ..runtime import Runtime
-from ..scheduler import Scheduler
+from ..scheduler import Pace, Scheduler
 from .params import SpeechParams
+from .voices import check_name
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -55,7 +59,6 @@ MIN_REFERENCE_SECONDS = 3.0
 MAX_REFERENCE_SECONDS = 30.0
 STREAM_CHUNK_TOKENS = 20  # GPT tokens per streamed piece (~0.9 s of speech for XTTS-v2), as coqui's default
 STREAM_QUEUE_PIECES = 4  # pieces a worker may run ahead of a slow reader before it waits
-_VOICE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _VOICE_SUFFIX = ".safetensors"
 _LATENT_KEYS = ("gpt_cond_latent", "speaker_embedding")
 
@@ -69,8 +72,18 @@ class XttsVoice:
     speaker_embedding: torch.Tensor  # [1, 512, 1]
     cloned: bool
 
+    @cached_property
+    def digest(self) -> str:
+        """What the voice sounds like, in a few bytes: equal latents, equal digest."""
+        digest = hashlib.sha256()
+        for tensor in (self.gpt_cond_latent, self.speaker_embedding):
+            digest.update(tensor.detach().cpu().float().contiguous().numpy().tobytes())
+        return digest.hexdigest()[:16]
+
 
 class XttsEngine:
+    """One XTTS-v2 model: its studio speakers and cloned voices, speaking any of its languages."""
+
     def __init__(
         self,
         found: Found,
@@ -110,7 +123,10 @@ class XttsEngine:
             self.voices_dir.mkdir(parents=True, exist_ok=True)
         except OSError as err:
             raise StartupError(f"Cannot create the XTTS voices dir {self.voices_dir}: {err}") from err
-        self._voices = self._load_voices()
+        self._table = threading.Lock()  # guards _voices and _files, changed by clones and rescans
+        self._voices: dict[str, XttsVoice] = {}
+        self._files: dict[str, tuple[int, int]] = {}  # the stored file each cloned voice was read from
+        self.rescan()
         stat = (folder / "model.pth").stat()  # a changed model must not be mistaken for the old one
         self.identity = f"{found.name}:{folder}:{stat.st_size}:{stat.st_mtime_ns}"
         self.description = f"XTTS-v2 {found.name} ({len(self.languages)} languages, voice cloning)"
@@ -127,25 +143,35 @@ class XttsEngine:
     # -- speakers and languages ---------------------------------------------
 
     @property
-    def speakers(self) -> list[str]:
-        """Studio speakers of the release, then the cloned voices."""
-        return list(self._builtin) + sorted(self._voices)
+    def studio_speakers(self) -> list[str]:
+        return list(self._builtin)
 
     @property
     def cloned_voices(self) -> list[str]:
         return sorted(self._voices)
 
+    @property
+    def speakers(self) -> list[str]:
+        """Studio speakers of the release, then the cloned voices."""
+        return self.studio_speakers + self.cloned_voices
+
     def voice(self, speaker: str | None) -> XttsVoice:
         """A speaker by name; None is the first studio speaker (or cloned voice)."""
+        voices = self._voices
         if not speaker:
-            for voice in (*self._builtin.values(), *self._voices.values()):
+            for voice in (*self._builtin.values(), *voices.values()):
                 return voice
             raise UnknownSpeaker(f"XTTS model {self.name!r} has no speakers: clone a voice or send a reference")
-        voice = self._voices.get(speaker) or self._builtin.get(speaker)
+        voice = voices.get(speaker) or self._builtin.get(speaker)
         if voice is None:
             known = ", ".join(self.speakers[:20]) + (", ..." if len(self.speakers) > 20 else "")
             raise UnknownSpeaker(f"XTTS model {self.name!r} has no speaker {speaker!r} (speakers: {known or 'none'})")
         return voice
+
+    def speaker_id(self, speaker: str | None) -> tuple[str, str]:
+        """The speaker's name and the digest of its latents: a voice cloned again gets a new cache key."""
+        voice = self.voice(speaker)
+        return voice.name, voice.digest
 
     def language(self, language: str | None) -> str:
         """XTTS's code for a language ("en-US" -> "en", "zh" -> "zh-cn"); None is English."""
@@ -161,56 +187,26 @@ class XttsEngine:
 
     # -- speaking -----------------------------------------------------------
 
-    async def synthesize(
-        self,
-        text: str,
-        speaker: str | None = None,
-        language: str | None = None,
-        *,
-        speaker_wav: bytes | None = None,
-        params: SpeechParams | None = None,
-    ) -> bytes:
-        """All of the speech as 16-bit mono PCM at `format.rate`."""
-        voice = None if speaker_wav is not None else self.voice(speaker)
-        _check_reference_size(speaker_wav)
-        return await self.scheduler.run(
-            self.synthesize_sync, text, voice, self.language(language), speaker_wav, params or self.params
-        )
-
-    def synthesize_sync(
-        self,
-        text: str,
-        voice: XttsVoice | None,
-        language: str,
-        speaker_wav: bytes | None = None,
-        params: SpeechParams | None = None,
-    ) -> bytes:
-        """Blocking, for a worker thread; `speaker_wav` (any audio file) replaces `voice` when given."""
-        voice = self._request_voice(voice, speaker_wav)
-        with self._lock:
-            return b"".join(self._speak(text, voice, language, params or self.params, chunk_tokens=0))
-
     async def stream(
-        self,
-        text: str,
-        speaker: str | None = None,
-        language: str | None = None,
-        *,
-        speaker_wav: bytes | None = None,
-        params: SpeechParams | None = None,
+        self, text: str, speaker: str | None, params: SpeechParams, pace: Pace, language: str | None = None
     ) -> AsyncIterator[bytes]:
-        """Speech in pieces as XTTS writes it: the first one leaves long before the sentence is done.
+        """Speech in pieces as XTTS writes it: the first one leaves long before the sentence is done."""
+        async for piece in self.speak(text, self.voice(speaker), params, pace, language):
+            yield piece
+
+    async def speak(
+        self, text: str, voice: XttsVoice, params: SpeechParams, pace: Pace, language: str | None = None
+    ) -> AsyncIterator[bytes]:
+        """`stream` with the voice itself, which may be one made for this request only.
 
         The worker thread hands pieces over through a bounded pipe, so a slow reader
         holds the worker back instead of piling up audio; a reader that stops early
         ends the synthesis at the next piece.
         """
-        voice = None if speaker_wav is not None else self.voice(speaker)
         code = self.language(language)
-        _check_reference_size(speaker_wav)
         pipe = _Pipe(asyncio.get_running_loop(), STREAM_QUEUE_PIECES)
         job = asyncio.ensure_future(
-            self.scheduler.run(self._stream_sync, pipe, text, voice, code, speaker_wav, params or self.params)
+            self.scheduler.run(self._stream_sync, pipe, text, voice, code, params, deadline=pace.deadline)
         )
         job.add_done_callback(lambda _: pipe.finish())
         try:
@@ -224,18 +220,32 @@ class XttsEngine:
             elif not job.cancelled():
                 job.exception()  # seen; it was raised above unless the reader left early
 
-    def _stream_sync(
-        self,
-        pipe: _Pipe,
-        text: str,
-        voice: XttsVoice | None,
-        language: str,
-        speaker_wav: bytes | None,
-        params: SpeechParams,
-    ) -> None:
+    async def synthesize(
+        self, text: str, speaker: str | None = None, language: str | None = None, params: SpeechParams | None = None
+    ) -> bytes:
+        """All of the speech at once, each sentence made whole (not streamed)."""
+        voice, code = self.voice(speaker), self.language(language)
+        return await self.scheduler.run(self.synthesize_sync, text, voice, code, params or self.params)
+
+    def synthesize_sync(self, text: str, voice: XttsVoice, language: str, params: SpeechParams | None = None) -> bytes:
+        """Blocking, for a worker thread."""
+        with self._lock:
+            return b"".join(self._speak(text, voice, language, params or self.params, chunk_tokens=0))
+
+    async def reference(self, audio: bytes) -> ReferenceSpeech:
+        """A voice made from a recording for one request: never stored, never listed, never cached."""
+        _check_reference_size(audio)
+        voice = await self.scheduler.run(self._reference_sync, audio)
+        return ReferenceSpeech(self, voice)
+
+    def _reference_sync(self, audio: bytes) -> XttsVoice:
+        samples = _decode(audio, self.reference_rate)  # outside the lock: it does not need the model
+        with self._lock:
+            return self._conditioning("(reference)", samples, cloned=False)
+
+    def _stream_sync(self, pipe: _Pipe, text: str, voice: XttsVoice, language: str, params: SpeechParams) -> None:
         if pipe.closed:
             return
-        voice = self._request_voice(voice, speaker_wav)
         with self._lock:
             try:
                 for piece in self._speak(text, voice, language, params, chunk_tokens=self.stream_chunk_tokens):
@@ -288,29 +298,41 @@ class XttsEngine:
         """Store a new voice (or replace a cloned one) from a recording of 3-30 s in any format PyAV reads."""
         name = self._check_new_name(name)
         _check_reference_size(audio)
-        voice, info = await self.scheduler.run(self._clone_sync, name, audio)
-        self._voices[name] = voice
-        return info
+        return await self.scheduler.run(self._clone_sync, name, audio)
 
     def remove(self, name: str) -> None:
-        """Forget a cloned voice and delete its files."""
-        if name not in self._voices:
-            raise UnknownSpeaker(f"XTTS model {self.name!r} has no cloned voice {name!r}")
-        del self._voices[name]
-        for suffix in (_VOICE_SUFFIX, ".json"):
-            (self.voices_dir / f"{name}{suffix}").unlink(missing_ok=True)
+        """Forget a cloned voice and delete its files; blocking (file system)."""
+        with self._table:
+            if name not in self._voices:
+                raise UnknownSpeaker(f"XTTS model {self.name!r} has no cloned voice {name!r}")
+            self._voices = {key: voice for key, voice in self._voices.items() if key != name}
+            self._files.pop(name, None)
+            for suffix in (_VOICE_SUFFIX, ".json"):
+                (self.voices_dir / f"{name}{suffix}").unlink(missing_ok=True)
+
+    def rescan(self) -> None:
+        """Pick up voices cloned or removed by another server sharing the data dir; cheap when none were."""
+        files = {path.name[: -len(_VOICE_SUFFIX)]: path for path in self.voices_dir.glob(f"*{_VOICE_SUFFIX}")}
+        stamps = {name: stamp for name, path in files.items() if (stamp := _stamp(path)) is not None}
+        with self._table:
+            if stamps == self._files:
+                return
+            voices = {name: voice for name, voice in self._voices.items() if stamps.get(name) == self._files.get(name)}
+            for name in sorted(stamps.keys() - voices.keys()):
+                voice = self._read_voice(name, files[name])
+                if voice is not None:
+                    voices[name] = voice
+            self._voices, self._files = dict(sorted(voices.items())), stamps
 
     def _check_new_name(self, name: str) -> str:
-        if not isinstance(name, str) or not _VOICE_NAME.match(name) or ".." in name:
-            raise BadRequest(
-                f"Invalid voice name {name!r}: use 1-64 letters, digits, '-', '_' or '.', "
-                "starting with a letter or digit"
-            )
+        if not isinstance(name, str):
+            raise BadRequest(f"A voice name must be a string, got {type(name).__name__}")
+        check_name(name)
         if name in self._builtin:
             raise BadRequest(f"{name!r} is a studio speaker of XTTS model {self.name!r}; choose another name")
         return name
 
-    def _clone_sync(self, name: str, audio: bytes) -> tuple[XttsVoice, dict[str, Any]]:
+    def _clone_sync(self, name: str, audio: bytes) -> dict[str, Any]:
         samples = _decode(audio, self.reference_rate)
         with self._lock:
             voice = self._conditioning(name, samples, cloned=True)
@@ -321,20 +343,17 @@ class XttsEngine:
             "source_seconds": round(len(samples) / self.reference_rate, 3),
             "source_bytes": len(audio),
         }
-        _write_atomic(self.voices_dir / f"{name}.json", json.dumps(info, indent=2).encode())
+        path = self.voices_dir / f"{name}{_VOICE_SUFFIX}"
         tensors = {key: getattr(voice, key).detach().cpu().contiguous() for key in _LATENT_KEYS}
-        _write_atomic(self.voices_dir / f"{name}{_VOICE_SUFFIX}", tensors)
+        with self._table:
+            _write_atomic(self.voices_dir / f"{name}.json", json.dumps(info, indent=2).encode())
+            _write_atomic(path, tensors)
+            self._voices = dict(sorted({**self._voices, name: voice}.items()))
+            stamp = _stamp(path)
+            if stamp is not None:
+                self._files[name] = stamp
         _LOGGER.info("Cloned XTTS voice %s from %.1f s of audio", name, info["source_seconds"])
-        return voice, info
-
-    def _request_voice(self, voice: XttsVoice | None, speaker_wav: bytes | None) -> XttsVoice:
-        """The request's voice: a reference recording, used for this request only and never stored, wins."""
-        if speaker_wav is None:
-            assert voice is not None
-            return voice
-        samples = _decode(speaker_wav, self.reference_rate)  # outside the lock: it does not need the model
-        with self._lock:
-            return self._conditioning("(reference)", samples, cloned=False)
+        return info
 
     def _conditioning(self, name: str, samples: np.ndarray, cloned: bool) -> XttsVoice:
         """coqui's get_conditioning_latents, on samples already decoded (it would read a file with torchaudio)."""
@@ -348,24 +367,42 @@ class XttsEngine:
         )
         return XttsVoice(name, gpt_cond_latent.detach().cpu(), speaker_embedding.detach().cpu(), cloned)
 
-    def _load_voices(self) -> dict[str, XttsVoice]:
-        voices: dict[str, XttsVoice] = {}
-        width = self.config.model_args.gpt_n_model_channels
-        for path in sorted(self.voices_dir.glob(f"*{_VOICE_SUFFIX}")):
-            name = path.name[: -len(_VOICE_SUFFIX)]
-            if not _VOICE_NAME.match(name) or name in self._builtin:
-                _LOGGER.warning("Ignoring XTTS voice file %s: its name is not a valid voice name", path)
-                continue
-            try:
-                tensors = load_file(path)
-                latent, embedding = (tensors[key] for key in _LATENT_KEYS)
-                if latent.ndim != 3 or latent.shape[-1] != width or embedding.shape != (1, 512, 1):
-                    raise ValueError(f"shapes {tuple(latent.shape)} and {tuple(embedding.shape)} are not this model's")
-            except Exception as err:  # a damaged or foreign file must not stop the server
-                _LOGGER.warning("Ignoring XTTS voice file %s: %s", path, err)
-                continue
-            voices[name] = XttsVoice(name, latent, embedding, cloned=True)
-        return voices
+    def _read_voice(self, name: str, path: Path) -> XttsVoice | None:
+        """A stored voice, or None (logged) for a file that is damaged, foreign or badly named."""
+        try:
+            check_name(name)
+            if name in self._builtin:
+                raise ValueError(f"{name!r} is a studio speaker's name")
+            tensors = load_file(path)
+            latent, embedding = (tensors[key] for key in _LATENT_KEYS)
+            width = self.config.model_args.gpt_n_model_channels
+            if latent.ndim != 3 or latent.shape[-1] != width or embedding.shape != (1, 512, 1):
+                raise ValueError(f"shapes {tuple(latent.shape)} and {tuple(embedding.shape)} are not this model's")
+        except Exception as err:  # a damaged or foreign file must not stop the server
+            _LOGGER.warning("Ignoring XTTS voice file %s: %s", path, err)
+            return None
+        return XttsVoice(name, latent, embedding, cloned=True)
+
+
+class ReferenceSpeech:
+    """An XTTS engine speaking with a voice made for one request (a SpeechEngine; see stream.py)."""
+
+    def __init__(self, engine: XttsEngine, voice: XttsVoice) -> None:
+        self.engine = engine
+        self.voice = voice
+        self.name = engine.name
+        self.identity = f"{engine.identity}:reference:{voice.digest}"
+        self.format = engine.format
+        self.params = engine.params
+        self.languages = engine.languages
+
+    def speaker_id(self, speaker: str | None) -> str:
+        return f"reference:{self.voice.digest}"
+
+    def stream(
+        self, text: str, speaker: str | None, params: SpeechParams, pace: Pace, language: str | None = None
+    ) -> AsyncIterator[bytes]:
+        return self.engine.speak(text, self.voice, params, pace, language)
 
 
 # -- the pipe from a worker thread to the event loop ------------------------
@@ -496,13 +533,21 @@ def _pcm(wav: torch.Tensor) -> bytes:
     return samples.cpu().numpy().tobytes()
 
 
-def _check_reference_size(audio: bytes | None) -> None:
-    if audio is None:
-        return
+def _stamp(path: Path) -> tuple[int, int] | None:
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return stat.st_mtime_ns, stat.st_size
+
+
+def _check_reference_size(audio: bytes) -> None:
+    if not isinstance(audio, (bytes, bytearray, memoryview)):
+        raise BadAudio(f"The reference audio must be bytes, got {type(audio).__name__}")
     if not audio:
-        raise BadRequest("The reference audio is empty")
+        raise BadAudio("The reference audio is empty")
     if len(audio) > MAX_REFERENCE_BYTES:
-        raise AudioTooLong(
+        raise BadAudio(
             f"The reference audio is {len(audio) / 1e6:.1f} MB; the limit is {MAX_REFERENCE_BYTES / 1e6:.0f} MB"
         )
 
@@ -516,30 +561,30 @@ def _decode(audio: bytes, rate: int) -> np.ndarray:
     try:
         with av.open(io.BytesIO(audio), mode="r") as container:
             if not container.streams.audio:
-                raise BadRequest("The reference has no audio stream")
+                raise BadAudio("The reference has no audio stream")
             resampler = av.AudioResampler(format="flt", layout="mono", rate=rate)
             for frame in container.decode(container.streams.audio[0]):
                 for out in resampler.resample(frame):
                     pieces.append(out.to_ndarray()[0].copy())
                     count += out.samples
                 if count > limit:  # stop early: a small file may hold hours of audio
-                    raise AudioTooLong(
+                    raise BadAudio(
                         f"The reference audio is longer than {MAX_REFERENCE_SECONDS:.0f} s; "
                         f"use {MIN_REFERENCE_SECONDS:.0f}-{MAX_REFERENCE_SECONDS:.0f} s of clear speech"
                     )
             pieces.extend(out.to_ndarray()[0].copy() for out in resampler.resample(None))
     except (av.FFmpegError, ValueError, IndexError) as err:
-        raise BadRequest(f"Cannot read the reference audio: {err}") from err
+        raise BadAudio(f"Cannot read the reference audio: {err}") from err
     samples = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.float32)
     seconds = len(samples) / rate
     if seconds > MAX_REFERENCE_SECONDS:
-        raise AudioTooLong(f"The reference audio is {seconds:.1f} s; the limit is {MAX_REFERENCE_SECONDS:.0f} s")
+        raise BadAudio(f"The reference audio is {seconds:.1f} s; the limit is {MAX_REFERENCE_SECONDS:.0f} s")
     if seconds < MIN_REFERENCE_SECONDS:
-        raise BadRequest(
+        raise BadAudio(
             f"The reference audio is {seconds:.1f} s; XTTS needs at least {MIN_REFERENCE_SECONDS:.0f} s of speech"
         )
     if not np.isfinite(samples).all() or float(np.abs(samples).max()) < 1e-4:
-        raise BadRequest("The reference audio is silent")
+        raise BadAudio("The reference audio is silent")
     return np.clip(samples, -1.0, 1.0).astype(np.float32, copy=False)
 
 
@@ -560,4 +605,11 @@ def _write_atomic(path: Path, content: bytes | dict[str, torch.Tensor]) -> None:
         raise
 
 
-__all__ = ["XttsEngine", "XttsVoice", "MAX_REFERENCE_BYTES", "MIN_REFERENCE_SECONDS", "MAX_REFERENCE_SECONDS"]
+__all__ = [
+    "ReferenceSpeech",
+    "XttsEngine",
+    "XttsVoice",
+    "MAX_REFERENCE_BYTES",
+    "MIN_REFERENCE_SECONDS",
+    "MAX_REFERENCE_SECONDS",
+]
