@@ -66,6 +66,21 @@ def test_bad_values_are_refused_with_a_message(argv, environ, capsys) -> None:
     assert "error" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("argv", "environ", "expected"),
+    [
+        ([], {}, None),
+        (["--xtts"], {}, "xtts-v2"),
+        (["--xtts", "/srv/xtts"], {}, "/srv/xtts"),
+        ([], {"WIS_XTTS": "1"}, "xtts-v2"),
+        ([], {"WIS_XTTS": "off"}, None),
+        ([], {"WIS_XTTS": "coqui/XTTS-v2"}, "coqui/XTTS-v2"),
+    ],
+)
+def test_xtts_is_off_unless_asked_for(argv, environ, expected) -> None:
+    assert Settings.from_args(argv, environ=environ).xtts_model == expected
+
+
 def test_help_documents_every_flag_and_its_variable() -> None:
     text = build_parser().format_help()
     required = [
