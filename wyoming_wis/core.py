@@ -184,7 +184,9 @@ class Core:
         params = chosen.params(engine.params).but(speed=speed)
         cache = self.speech_cache if cached else None
         max_chars = self.settings.max_text_chars
-        return SpeechStream(engine, speaker or chosen.speaker, max_chars, params, cache, language=language)
+        # A Piper voice speaks its one language whatever the request says; XTTS speaks the request's.
+        spoken = language if chosen.engine == XTTS else None
+        return SpeechStream(engine, speaker or chosen.speaker, max_chars, params, cache, language=spoken)
 
     async def _reference_stream(
         self, voice: str | None, language: str | None, speed: float | None, reference: bytes

@@ -135,7 +135,7 @@ class VoiceRegistry:
             for engine in self.xtts:
                 engine.rescan()
             cloned = [(engine.name, engine.cloned_voices) for engine in self.xtts]
-            seen = (_manifest_stamp(self.manifest), sorted((f.name, str(f.path)) for f in models.values()), cloned)
+            seen = (file_stamp(self.manifest), sorted((f.name, str(f.path)) for f in models.values()), cloned)
             if seen == self._seen:
                 return
             self._seen = seen
@@ -226,7 +226,8 @@ def _describe(name: str, found: Found) -> Voice:
     return Voice(name, found, languages, speakers, description=description)
 
 
-def _manifest_stamp(path: Path) -> tuple[int, int] | None:
+def file_stamp(path: Path) -> tuple[int, int] | None:
+    """When a file last changed and its size, or None if it is not there: enough to notice an edit."""
     try:
         stat = path.stat()
     except OSError:

@@ -50,7 +50,7 @@ from ..errors import BadAudio, BadRequest, StartupError, TextTooLong, UnknownSpe
 from ..runtime import Runtime
 from ..scheduler import Pace, Scheduler
 from .params import SpeechParams
-from .voices import check_name
+from .voices import check_name, file_stamp
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -313,7 +313,7 @@ class XttsEngine:
     def rescan(self) -> None:
         """Pick up voices cloned or removed by another server sharing the data dir; cheap when none were."""
         files = {path.name[: -len(_VOICE_SUFFIX)]: path for path in self.voices_dir.glob(f"*{_VOICE_SUFFIX}")}
-        stamps = {name: stamp for name, path in files.items() if (stamp := _stamp(path)) is not None}
+        stamps = {name: stamp for name, path in files.items() if (stamp := file_stamp(path)) is not None}
         with self._table:
             if stamps == self._files:
                 return
@@ -349,7 +349,7 @@ class XttsEngine:
             _write_atomic(self.voices_dir / f"{name}.json", json.dumps(info, indent=2).encode())
             _write_atomic(path, tensors)
             self._voices = dict(sorted({**self._voices, name: voice}.items()))
-            stamp = _stamp(path)
+            stamp = file_stamp(path)
             if stamp is not None:
                 self._files[name] = stamp
         _LOGGER.info("Cloned XTTS voice %s from %.1f s of audio", name, info["source_seconds"])
@@ -531,14 +531,6 @@ def _pcm(wav: torch.Tensor) -> bytes:
     """Float samples in [-1, 1] to 16-bit PCM."""
     samples = wav.detach().float().clamp(-1.0, 1.0).mul(32767.0).round().to(torch.int16)
     return samples.cpu().numpy().tobytes()
-
-
-def _stamp(path: Path) -> tuple[int, int] | None:
-    try:
-        stat = path.stat()
-    except OSError:
-        return None
-    return stat.st_mtime_ns, stat.st_size
 
 
 def _check_reference_size(audio: bytes) -> None:
