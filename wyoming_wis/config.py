@@ -396,7 +396,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="wyoming-wis",
         description=(
-            "Local speech server: Whisper speech-to-text and Piper text-to-speech over the "
+            "Local speech server: Whisper speech-to-text and Piper (optionally XTTS) text-to-speech over the "
             "Wyoming protocol for Home Assistant. Every flag can also be set with an "
             f"environment variable {ENV_PREFIX}<FLAG> (e.g. {ENV_PREFIX}BEAM_SIZE=1)."
         ),

@@ -142,7 +142,7 @@ class VoiceRegistry:
             voices = {name: _describe(name, found) for name, found in models.items()}
             for voice in _xtts_voices(self.xtts):
                 if voice.name in voices:
-                    _LOGGER.error("Ignoring XTTS voice %r: a Piper voice has that name", voice.name)
+                    _LOGGER.warning("Ignoring XTTS voice %r: a Piper voice has that name", voice.name)
                 else:
                     voices[voice.name] = voice
             openai = dict.fromkeys(OPENAI_VOICES, self.default)
