@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # wyoming-wis on this machine, from a fresh clone:
 #   ./run.sh [FLAGS...]        create .venv, install with the bundled models, start the server
-#   ./run.sh test [PYTEST...]  install the test tools too and run the test suite
+#   ./run.sh test [PYTEST...]  install the test tools and XTTS (the xtts extra) too, and run the test suite
 # A second run reuses .venv and reinstalls only when pyproject.toml changed.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -29,7 +29,7 @@ install() {  # install() EXTRAS: the package, editable, with the given extras
 case "${1:-}" in
     test)
         shift
-        install bundled,dev
+        install bundled,dev,xtts  # the XTTS tests run in CI, not skipped
         exec "$VENV/bin/python" -m pytest "$@"
         ;;
     *)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from wyoming_wis.catalog import BUNDLED_ASR, Catalog
+from wyoming_wis.catalog import BUNDLED_ASR, XTTS_FILES, Catalog
 from wyoming_wis.errors import ModelNotFound
 
 
@@ -136,3 +136,33 @@ def test_missing_model_names_every_place_searched(tmp_path: Path) -> None:
         Catalog([tmp_path]).voice("de_DE-thorsten-high")
     message = str(error.value)
     assert str(tmp_path / "voices" / "de_DE-thorsten-high.onnx") in message and "en_US-joe-medium" in message
+
+
+def xtts_release(folder: Path) -> Path:
+    """The files of an XTTS-v2 release (contents do not matter to the search)."""
+    folder.mkdir(parents=True)
+    for name in XTTS_FILES:
+        (folder / name).write_bytes(b"weights")
+    return folder
+
+
+def test_xtts_is_found_by_path_in_data_dirs_and_in_the_hugging_face_cache(tmp_path: Path, offline_hub: Path) -> None:
+    mine = xtts_release(tmp_path / "data" / "xtts" / "mine")
+    found = Catalog([tmp_path / "empty", tmp_path / "data"]).xtts_model("mine")
+    assert (found.name, found.path, found.source) == ("mine", mine, f"data dir {tmp_path / 'data'}")
+    assert Catalog([tmp_path]).xtts_model(str(mine)).path == mine
+
+    repo = offline_hub / "models--coqui--XTTS-v2"
+    snapshot = xtts_release(repo / "snapshots" / "0123456789abcdef0123456789abcdef01234567")
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("0123456789abcdef0123456789abcdef01234567")
+    for name in ("xtts-v2", "coqui/XTTS-v2"):
+        found = Catalog([tmp_path / "data"]).xtts_model(name)
+        assert found.path == snapshot and found.source == "Hugging Face cache"
+        assert "/" not in found.name  # it becomes a voice name
+
+    (mine / "model.pth").unlink()  # an incomplete folder is not a model
+    with pytest.raises(ModelNotFound) as error:
+        Catalog([tmp_path / "data"]).xtts_model("mine")
+    message = str(error.value)
+    assert "XTTS model 'mine' not found" in message and str(mine) in message and "--allow-download" in message

@@ -32,19 +32,28 @@ def test_flags_repeat_and_override_the_environment() -> None:
     assert flags.beam_size == 1 and flags.uri == ["stdio://"]
 
 
+@pytest.mark.parametrize("flag", ["zeroconf", "xtts"])
 @pytest.mark.parametrize(
     ("argv", "environ", "expected"),
     [
         ([], {}, None),
-        (["--zeroconf"], {}, ""),
-        (["--zeroconf", "kitchen"], {}, "kitchen"),
-        ([], {"WIS_ZEROCONF": "1"}, ""),
-        ([], {"WIS_ZEROCONF": "false"}, None),
-        ([], {"WIS_ZEROCONF": "attic"}, "attic"),
+        (["--FLAG"], {}, ""),
+        (["--FLAG", "kitchen"], {}, "kitchen"),
+        ([], {"WIS_FLAG": "1"}, ""),
+        ([], {"WIS_FLAG": "false"}, None),
+        ([], {"WIS_FLAG": "attic"}, "attic"),
     ],
 )
-def test_zeroconf_takes_an_optional_name(argv, environ, expected) -> None:
-    assert Settings.from_args(argv, environ=environ).zeroconf == expected
+def test_flags_with_an_optional_value(flag, argv, environ, expected) -> None:
+    argv = [arg.replace("FLAG", flag) for arg in argv]
+    environ = {name.replace("FLAG", flag.upper()): value for name, value in environ.items()}
+    assert getattr(Settings.from_args(argv, environ=environ), flag) == expected
+
+
+def test_xtts_is_off_unless_asked_for_and_defaults_to_the_release() -> None:
+    assert Settings.from_args([], environ={}).xtts_model is None
+    assert Settings.from_args(["--xtts"], environ={}).xtts_model == "xtts-v2"
+    assert Settings.from_args([], environ={"WIS_XTTS": "coqui/XTTS-v2"}).xtts_model == "coqui/XTTS-v2"
 
 
 @pytest.mark.parametrize(

@@ -138,3 +138,21 @@ async def test_stdio(data_dir: Path, tmp_path: Path) -> None:
         if process.returncode is None:
             process.kill()
             await process.wait()
+
+
+def test_xtts_without_the_extra_says_how_to_install_it(tmp_path: Path) -> None:
+    """Where coqui-tts is missing (here: hidden from the import system), --xtts fails at once and says why."""
+    hide = "import sys; sys.modules['TTS'] = None; from wyoming_wis.__main__ import main; main(sys.argv[1:])"
+    argv = ["--data-dir", str(tmp_path), "--xtts", "--uri", f"tcp://127.0.0.1:{free_port()}"]
+    result = subprocess.run(
+        [sys.executable, "-c", hide, *argv], capture_output=True, text=True, env=offline_env(tmp_path), timeout=120
+    )
+    assert result.returncode != 0
+    assert "--xtts needs the xtts extra" in result.stderr and "pip install 'wyoming-wis[xtts]'" in result.stderr
+    assert "Traceback" not in result.stderr and "Loading Whisper" not in result.stderr  # before any model loads
+
+
+def test_a_server_without_xtts_never_loads_torch(server) -> None:
+    """XTTS is imported only for --xtts: the default server's memory holds no PyTorch library."""
+    maps = Path(f"/proc/{server.process.pid}/maps").read_text()
+    assert "python" in maps and "libtorch" not in maps

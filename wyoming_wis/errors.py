@@ -47,6 +47,12 @@ class AudioTooLong(WisError):
     code = "audio-too-long"
 
 
+class BadAudio(WisError):
+    """Reference audio for a cloned voice that cannot be used: unreadable, too short, too long or too big."""
+
+    code = "bad-audio"
+
+
 class TextTooLong(WisError):
     code = "text-too-long"
 

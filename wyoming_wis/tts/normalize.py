@@ -50,7 +50,7 @@ def normalize(text: str, language: str) -> str:
     """`language` is the voice's, e.g. en_US; only English is rewritten."""
     if not language.lower().startswith("en"):
         return text
-    day_first = not language.lower().startswith("en_us")
+    day_first = not language.lower().replace("-", "_").startswith("en_us")  # en_US (Piper) or en-US (a request)
     text = _ISO_DATE.sub(lambda m: _date(int(m[1]), int(m[2]), int(m[3])) or m[0], text)
     text = _SLASH_DATE.sub(lambda m: _slash_date(m, day_first), text)
     text = _TEMPERATURE.sub(lambda m: f"{m[1]} degrees {'Celsius' if m[2] == 'C' else 'Fahrenheit'}", text)

@@ -19,6 +19,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
+import tempfile
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -96,7 +98,13 @@ class PiperEngine:
         raise UnknownSpeaker(f"Voice {self.name!r} has no speaker {speaker!r} (speakers: {known})")
 
     async def stream(
-        self, text: str, speaker: str | None, params: SpeechParams, pace: Pace, urgent: bool
+        self,
+        text: str,
+        speaker: str | None,
+        params: SpeechParams,
+        pace: Pace,
+        urgent: bool = False,
+        language: str | None = None,  # a Piper voice speaks its own language
     ) -> AsyncIterator[bytes]:
         """16-bit mono PCM at `format.rate`, then `sentence_silence`, in pieces.
 
@@ -219,19 +227,20 @@ def _split_at_decoder(
     if not decoder:
         _LOGGER.warning("Voice %s: no decoder found in its graph, so it speaks a sentence at a time", found.name)
         return None, None, None
+    latent = decoder[0].input[0]  # the first decoder node reads the latents
     made = {name for node in decoder for name in node.output}
     weights = {tensor.name for tensor in graph.initializer}
     inputs = list(
         dict.fromkeys(name for node in decoder for name in node.input if name and name not in made | weights)
     )
     extractor = onnx.utils.Extractor(model)
-    front = extractor.extract_model([item.name for item in graph.input], inputs)
-    back = extractor.extract_model(inputs, [item.name for item in graph.output])
-
-    def session(part: onnx.ModelProto) -> onnxruntime.InferenceSession:
-        return onnxruntime.InferenceSession(part.SerializeToString(), sess_options=options, providers=providers)
-
-    return session(front), session(back), decoder[0].input[0]  # the first decoder node reads the latents
+    # Sessions opened from files hold about 60 MB less than from bytes; the files go once they are read.
+    with tempfile.TemporaryDirectory(prefix="wis-piper-") as folder:
+        front, back = os.path.join(folder, "front.onnx"), os.path.join(folder, "decoder.onnx")
+        onnx.save(extractor.extract_model([item.name for item in graph.input], inputs), front)
+        onnx.save(extractor.extract_model(inputs, [item.name for item in graph.output]), back)
+        sessions = [onnxruntime.InferenceSession(path, sess_options=options, providers=providers) for path in (front, back)]
+    return sessions[0], sessions[1], latent
 
 
 def describe(name: str, config: dict[str, Any]) -> tuple[list[str], list[str], str]:

@@ -45,12 +45,25 @@ class SpeechEngine(Protocol):
     languages: list[str]
 
     def speaker_id(self, speaker: str | None) -> object:
-        """The speaker as the engine knows it; raises UnknownSpeaker."""
+        """The speaker as the engine knows it, part of the cache key: it changes when the voice does.
+
+        Raises UnknownSpeaker, so a stream fails before any text is written.
+        """
 
     def stream(
-        self, text: str, speaker: str | None, params: SpeechParams, pace: Pace, urgent: bool
+        self,
+        text: str,
+        speaker: str | None,
+        params: SpeechParams,
+        pace: Pace,
+        urgent: bool = False,
+        language: str | None = None,
     ) -> AsyncIterator[bytes]:
-        """PCM in `format`, in pieces, as it is made; `urgent` when the listener is waiting for it."""
+        """PCM in `format`, in pieces, as it is made.
+
+        `urgent` when the listener is waiting for this text; `language` is the
+        request's (engines may ignore it).
+        """
 
 
 @dataclass(frozen=True)
@@ -85,8 +98,10 @@ class SpeechStream:
         max_chars: int,
         params: SpeechParams | None = None,
         cache: SpeechCache | None = None,
+        language: str | None = None,
     ) -> None:
         self.voice = voice
+        self.language = language  # the request's; None means the voice's own
         self.format = voice.format  # one format for the whole stream
         self.params = params or voice.params
         self.cache = cache
@@ -152,7 +167,7 @@ class SpeechStream:
 
     async def _speak(self, phrase: str, urgent: bool) -> AsyncIterator[bytes]:
         if self.cache is None:
-            async for audio in self.voice.stream(phrase, self._speaker, self.params, self.pace, urgent):
+            async for audio in self._engine_stream(phrase, urgent):
                 yield audio
             return
         key = cache_key(
@@ -161,6 +176,7 @@ class SpeechStream:
             speaker=self._speaker_id,
             params=self.params,
             format=self.format,
+            language=self.language,
             text=phrase,
         )
         audio = await self.cache.get(key)
@@ -168,10 +184,13 @@ class SpeechStream:
             yield audio
             return
         pieces = []
-        async for audio in self.voice.stream(phrase, self._speaker, self.params, self.pace, urgent):
+        async for audio in self._engine_stream(phrase, urgent):
             pieces.append(audio)
             yield audio
         await self.cache.put(key, b"".join(pieces))
+
+    def _engine_stream(self, phrase: str, urgent: bool) -> AsyncIterator[bytes]:
+        return self.voice.stream(phrase, self._speaker, self.params, self.pace, urgent, self.language)
 
     def _first_phrase(self, head: str) -> str:
         """Send the first clause on its own once it is written; returns the text for the sentence detector."""
@@ -188,4 +207,4 @@ class SpeechStream:
 
     def _put(self, phrase: str) -> None:
         if phrase.strip():
-            self._phrases.put_nowait(normalize(phrase.strip(), self.voice.languages[0]))
+            self._phrases.put_nowait(normalize(phrase.strip(), self.language or self.voice.languages[0]))

@@ -1,9 +1,11 @@
 """Every voice a client may ask for, under one stable name each.
 
-Three kinds of name lead to a voice:
+Four kinds of name lead to a voice:
 
 - every Piper voice on this machine: in the data dirs (`voices/NAME.onnx`,
   `NAME.onnx`) and in the bundled packages, by its file name;
+- a loaded XTTS model, by its name (its studio speakers and cloned voices are
+  its speakers), and each voice cloned with it, by the name it was given;
 - custom voices from the manifest `voices/voices.json` in the first data dir:
   a Piper voice with a speaker and a manner of its own (speed, noise, pauses);
 - the OpenAI voice names (alloy, ash, ...), which map to configured voices, by
@@ -20,7 +22,8 @@ The manifest, for example:
       "openai": {"alloy": "butler", "nova": "kid"}
     }
 
-Changes to the manifest and to the voice files are picked up while the server
+A custom voice may also be an XTTS model with one of its speakers. Changes to
+the manifest, to the voice files and to the cloned voices are picked up while the server
 runs (checked at most every few seconds), without a restart.
 """
 
@@ -31,9 +34,10 @@ import logging
 import re
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ..catalog import Catalog, Found
 from ..errors import BadRequest, UnknownVoice
@@ -44,14 +48,17 @@ _LOGGER = logging.getLogger(__name__)
 
 OPENAI_VOICES = ("alloy", "ash", "ballad", "coral", "echo", "fable", "onyx", "nova", "sage", "shimmer", "verse")
 MANIFEST = Path("voices") / "voices.json"
-_NAME = re.compile(r"^[A-Za-z0-9][\w.\-]{0,99}$")  # no slashes, no leading dot: never a path
+VOICE_NAME = re.compile(r"^[A-Za-z0-9][\w.\-]{0,99}$")  # no slashes, no leading dot: never a path
 _MANNER = ("speed", "noise_scale", "noise_w", "sentence_silence")
 _REFRESH_SECONDS = 2.0
 
 
+PIPER, XTTS = "piper", "xtts"  # the engines a voice may run on
+
+
 @dataclass(frozen=True)
 class Voice:
-    """A voice as clients see it: a name, the Piper voice that speaks it, and how."""
+    """A voice as clients see it: a name, the model that speaks it (on `engine`), and how."""
 
     name: str
     model: Found
@@ -60,6 +67,7 @@ class Voice:
     speaker: str | None = None  # the model's speaker this voice uses
     manner: dict[str, float] = field(default_factory=dict)  # changes to the model's SpeechParams
     description: str = ""
+    engine: str = PIPER
 
     def params(self, defaults: SpeechParams) -> SpeechParams:
         return defaults.but(**self.manner)
@@ -67,17 +75,37 @@ class Voice:
 
 def check_name(name: str) -> str:
     """A voice name that can never name a file outside the voice folders."""
-    if not _NAME.match(name):
+    if not VOICE_NAME.match(name):
         raise BadRequest(f"Invalid voice name {name!r}: use letters, digits, '_', '-' and '.'")
     return name
 
 
+class ClonedVoices(Protocol):
+    """What the registry reads from a loaded XTTS model (the engine itself; torch stays out of here)."""
+
+    name: str
+    found: Found
+    languages: list[str]
+    description: str
+
+    @property
+    def studio_speakers(self) -> list[str]: ...
+
+    @property
+    def cloned_voices(self) -> list[str]: ...
+
+    def rescan(self) -> None: ...
+
+
 class VoiceRegistry:
-    def __init__(self, catalog: Catalog, configured: list[Found], default: str) -> None:
+    def __init__(
+        self, catalog: Catalog, configured: list[Found], default: str, xtts: Sequence[ClonedVoices] = ()
+    ) -> None:
         """`configured`: the --voice voices, found at start (they may be paths); the first is `default`."""
         self.catalog = catalog
         self.manifest = catalog.writable_dir / MANIFEST
         self.default = default
+        self.xtts = list(xtts)
         self._configured = configured
         self._lock = threading.Lock()
         self._checked = 0.0
@@ -104,17 +132,29 @@ class VoiceRegistry:
             models = {found.name: found for found in self._configured}
             for found in self.catalog.local_voices():
                 models.setdefault(found.name, found)
-            seen = (_manifest_stamp(self.manifest), sorted((f.name, str(f.path)) for f in models.values()))
+            for engine in self.xtts:
+                engine.rescan()
+            cloned = [(engine.name, engine.cloned_voices) for engine in self.xtts]
+            seen = (file_stamp(self.manifest), sorted((f.name, str(f.path)) for f in models.values()), cloned)
             if seen == self._seen:
                 return
             self._seen = seen
             voices = {name: _describe(name, found) for name, found in models.items()}
+            for voice in _xtts_voices(self.xtts):
+                if voice.name in voices:
+                    _LOGGER.warning("Ignoring XTTS voice %r: a Piper voice has that name", voice.name)
+                else:
+                    voices[voice.name] = voice
             openai = dict.fromkeys(OPENAI_VOICES, self.default)
             custom, mapped = self._read_manifest(voices)
             voices.update(custom)
             openai.update({alias: name for alias, name in mapped.items() if name in voices})
             self._voices, self._openai = voices, openai
             _LOGGER.info("Voices: %s", ", ".join(voices))
+
+    def taken(self, name: str) -> bool:
+        """Whether a name already leads to a voice (OpenAI names included)."""
+        return name in self._voices or name.lower() in self._openai
 
     def get(self, name: str | None = None, language: str | None = None) -> Voice:
         """A voice by name or OpenAI name, else the first speaking `language`, else the default."""
@@ -165,7 +205,19 @@ def _custom(name: str, entry: dict[str, Any], models: dict[str, Voice]) -> Voice
     if speaker is not None and str(speaker) not in base.speakers:
         raise UnknownVoice(f"{entry['model']!r} has no speaker {speaker!r}")
     description = str(entry.get("description") or f"{base.description}, as {name}")
-    return Voice(name, base.model, base.languages, [], speaker, manner, description)
+    return Voice(name, base.model, base.languages, [], speaker, manner, description, base.engine)
+
+
+def _xtts_voices(engines: Sequence[ClonedVoices]) -> list[Voice]:
+    """Each XTTS model, with all its speakers, then each cloned voice under its own name."""
+    voices = []
+    for engine in engines:
+        speakers = [*engine.studio_speakers, *engine.cloned_voices]
+        voices.append(Voice(engine.name, engine.found, engine.languages, speakers, None, {}, engine.description, XTTS))
+        for name in engine.cloned_voices:
+            description = f"{name}, cloned with XTTS {engine.name}"
+            voices.append(Voice(name, engine.found, engine.languages, [], name, {}, description, XTTS))
+    return voices
 
 
 def _describe(name: str, found: Found) -> Voice:
@@ -174,7 +226,8 @@ def _describe(name: str, found: Found) -> Voice:
     return Voice(name, found, languages, speakers, description=description)
 
 
-def _manifest_stamp(path: Path) -> tuple[int, int] | None:
+def file_stamp(path: Path) -> tuple[int, int] | None:
+    """When a file last changed and its size, or None if it is not there: enough to notice an edit."""
     try:
         stat = path.stat()
     except OSError:
@@ -186,7 +239,7 @@ def _speaks(voice: Voice, language: str, exact: bool) -> bool:
     """`en-US` matches en_US exactly; `en` or `en-GB` match any English voice otherwise."""
     wanted = language.replace("-", "_").lower()
     for code in voice.languages:
-        code = code.lower()
+        code = code.replace("-", "_").lower()
         if code == wanted or (not exact and code.split("_")[0] == wanted.split("_")[0]):
             return True
     return False

@@ -6,10 +6,12 @@ from wyoming.info import AsrModel, AsrProgram, Attribution, Info, TtsProgram, Tt
 
 from .. import PROJECT_URL, __version__
 from ..core import Core
+from ..tts.voices import XTTS
 
 PROGRAM_NAME = "wyoming-wis"  # the name of both programs; select-program accepts it
 WHISPER = Attribution(name="OpenAI", url="https://github.com/openai/whisper")
 PIPER = Attribution(name="Rhasspy", url="https://github.com/OHF-Voice/piper1-gpl")
+COQUI = Attribution(name="Coqui", url="https://github.com/idiap/coqui-ai-TTS")
 US = Attribution(name="wyoming-wis", url=PROJECT_URL)
 
 
@@ -33,7 +35,7 @@ def build_info(core: Core) -> Info:
     voices = [
         TtsVoice(
             name=voice.name,
-            attribution=PIPER,
+            attribution=COQUI if voice.engine == XTTS else PIPER,
             installed=True,
             description=voice.description,
             version=voice.model.version,
@@ -59,7 +61,7 @@ def build_info(core: Core) -> Info:
                 name=PROGRAM_NAME,
                 attribution=US,
                 installed=True,
-                description="Piper text-to-speech",
+                description="Piper and XTTS text-to-speech" if core.xtts else "Piper text-to-speech",
                 version=__version__,
                 voices=voices,
                 supports_synthesize_streaming=True,
