@@ -6,22 +6,21 @@ phonemizer with its own lock, so one voice serves several requests at once.
 A Piper voice is one VITS graph: encoder, duration predictor and flow turn
 phonemes into latent frames (one per 256 samples), then a HiFi-GAN decoder turns
 frames into sound, which is most of the work. The engine runs the graph cut in
-two (onnx.utils.Extractor), latents first, then the decoder. For the sentence a
-listener is waiting for, the decoder runs on a short first piece, then on the
-rest. It is a stack of convolutions that sees about a dozen frames either side,
-so each piece is decoded with CONTEXT_FRAMES of its neighbours and trimmed: the
-pieces join into the same samples as one whole decode, without a seam (tested).
-Later sentences, made while earlier ones play, are decoded whole.
+two (onnx.utils.Extractor), latents first, then the decoder on pieces of at most
+3 s, so nobody waits long behind someone else's sentence; for the sentence a
+listener is waiting for, the first piece is short. The decoder is a stack of
+convolutions that sees about a dozen frames either side, so each piece is
+decoded with CONTEXT_FRAMES of its neighbours and trimmed: the pieces join into
+the same samples as one whole decode, without a seam (tested).
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import os
 import tempfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,7 +42,7 @@ _LOGGER = logging.getLogger(__name__)
 
 FIRST_FRAMES = 24  # the first piece a waiting listener hears: about 0.28 s at 22.05 kHz
 CONTEXT_FRAMES = 12  # what the decoder sees either side of a frame (10 already joins within 1/32767)
-GROWTH = 8  # each later piece ends at most this many times further in, so playback stays ahead
+MAX_PIECE = 256  # frames (3 s of sound): one worker decodes that in about a quarter of a second
 DECODER = "/dec/"  # where torch.onnx.export puts the VITS decoder's nodes
 LOUDNESS_TEXTS = ("Okay, the kitchen lights are on.", "It is twenty one degrees.", "Sorry, I did not get that.")
 
@@ -73,11 +72,8 @@ class PiperEngine:
         _LOGGER.info("Loading Piper voice %s from %s (%s)", found.name, found.path, found.source)
         with open(f"{found.path}.json", encoding="utf-8") as file:
             config = json.load(file)
-        # Workers share the cores: one busy worker per core beats several fighting over each.
-        options, providers = _session_options(max(1, runtime.cpu_threads // workers)), _providers(runtime, found.name)
-        self._front, self._decoder, self._latent = _split_at_decoder(found, options, providers)
-        session = self._front or onnxruntime.InferenceSession(str(found.path), sess_options=options, providers=providers)
-        self.voice = PiperVoice(config=PiperConfig.from_dict(config), session=session)  # whole graph, or its front
+        self._front, self._decoder, self._latent = _split_at_decoder(found, _opener(runtime, workers, found.name))
+        self.voice = PiperVoice(config=PiperConfig.from_dict(config), session=self._front.shared)
         self.languages, self.speakers, _ = describe(found.name, config)
         self.format = AudioFormat(rate=self.voice.config.sample_rate, width=2, channels=1)
         stat = found.path.stat()  # a changed voice file must not be mistaken for the old one
@@ -108,36 +104,37 @@ class PiperEngine:
     ) -> AsyncIterator[bytes]:
         """16-bit mono PCM at `format.rate`, then `sentence_silence`, in pieces.
 
-        An `urgent` phrase (the listener is waiting for it) comes in growing
-        pieces, decoded in parallel when workers are free; otherwise a sentence
-        at a time. Every step is queued by the listener's deadline.
+        Each sentence is made in steps, latents then pieces of sound, and an
+        `urgent` phrase (the listener is waiting for it) starts with a short
+        piece. Every step is queued by the listener's deadline, and uses every
+        core if it is the only one running.
         """
         feeds = self._feeds(self.speaker_id(speaker), params)
+        frame = self.voice.config.hop_length / self.format.rate
         for ids in await self.scheduler.run(self._phoneme_ids, text, pace=pace):
-            if not urgent or self._decoder is None:
-                yield await self.scheduler.run(self._whole, ids, feeds, pace=pace)
+            if self._decoder is None:
+                yield await self.scheduler.run(self._whole, ids, feeds, self._alone, pace=pace)
                 continue
+            latents = await self.scheduler.run(self._latents, ids, feeds, self._alone, pace=pace)
+            for start, end in _pieces(latents.frames, FIRST_FRAMES if urgent else 0):
+                yield await self.scheduler.run(
+                    self._decode, latents, start, end, self._alone, pace=pace, later=start * frame
+                )
             urgent = False  # the rest of the phrase is made while its start plays
-            latents = await self.scheduler.run(self._latents, ids, feeds, pace=pace)
-            frame = self.voice.config.hop_length / self.format.rate
-            pieces = [
-                asyncio.ensure_future(self.scheduler.run(self._decode, latents, start, end, pace=pace, later=start * frame))
-                for start, end in _pieces(latents.frames)
-            ]
-            try:
-                for piece in pieces:
-                    yield await piece
-            finally:
-                for piece in pieces:
-                    piece.cancel()
         if params.sentence_silence:
             yield bytes(int(params.sentence_silence * self.format.rate) * self.format.bytes_per_frame)
 
+    @property
+    def _alone(self) -> bool:
+        """Whether a step submitted now would run on its own."""
+        return self.scheduler.pending == 0
+
     def warm_up(self) -> None:
-        """Run each step once, so the first request does not pay for onnxruntime's first runs."""
+        """Run each session once, so the first requests do not pay for onnxruntime's first runs."""
         feeds = self._feeds(None, self.params)
         for ids in self._phoneme_ids("Ready."):
-            self._whole(ids, feeds)
+            self._whole(ids, feeds, alone=True)
+            self._whole(ids, feeds, alone=False)
 
     def close(self) -> None:
         self.scheduler.close()
@@ -160,22 +157,23 @@ class PiperEngine:
             feeds["sid"] = np.array([config.default_speaker_id if speaker_id is None else speaker_id], dtype=np.int64)
         return feeds
 
-    def _whole(self, ids: list[int], feeds: dict[str, np.ndarray]) -> bytes:
+    def _whole(self, ids: list[int], feeds: dict[str, np.ndarray], alone: bool) -> bytes:
         if self._decoder is None:
-            return self._pcm(_run_all(self.voice.session, ids, feeds)[0].reshape(-1))
-        latents = self._latents(ids, feeds)
-        return self._decode(latents, 0, latents.frames)
+            return self._pcm(_run_all(self._front.get(alone), ids, feeds)[0].reshape(-1))
+        latents = self._latents(ids, feeds, alone)
+        return self._decode(latents, 0, latents.frames, alone)
 
-    def _latents(self, ids: list[int], feeds: dict[str, np.ndarray]) -> _Latents:
-        assert self._front is not None and self._latent is not None
-        names = [output.name for output in self._front.get_outputs()]
-        return _Latents(dict(zip(names, _run_all(self._front, ids, feeds), strict=True)), self._latent)
+    def _latents(self, ids: list[int], feeds: dict[str, np.ndarray], alone: bool) -> _Latents:
+        assert self._latent is not None
+        session = self._front.get(alone)
+        names = [output.name for output in session.get_outputs()]
+        return _Latents(dict(zip(names, _run_all(session, ids, feeds), strict=True)), self._latent)
 
-    def _decode(self, latents: _Latents, start: int, end: int) -> bytes:
+    def _decode(self, latents: _Latents, start: int, end: int, alone: bool) -> bytes:
         """Samples for frames [start, end), decoded with context either side and trimmed to fit."""
         assert self._decoder is not None
         first, last = max(0, start - CONTEXT_FRAMES), min(latents.frames, end + CONTEXT_FRAMES)
-        audio = self._decoder.run(None, latents.window(first, last))[0].reshape(-1)
+        audio = self._decoder.get(alone).run(None, latents.window(first, last))[0].reshape(-1)
         hop = len(audio) // (last - first)
         return self._pcm(audio[(start - first) * hop : (end - first) * hop])
 
@@ -190,21 +188,20 @@ class PiperEngine:
         """
         self.gain, feeds = 1.0, self._feeds(None, SpeechParams(noise_scale=0.0, noise_w=0.0))
         peaks = [
-            np.abs(np.frombuffer(self._whole(ids, feeds), dtype=np.int16)).max() / 32767
+            np.abs(np.frombuffer(self._whole(ids, feeds, alone=True), dtype=np.int16)).max() / 32767
             for text in LOUDNESS_TEXTS
             for ids in self._phoneme_ids(text)
         ]
         return 1.0 / max(0.05, *peaks)
 
 
-def _pieces(frames: int) -> Iterator[tuple[int, int]]:
-    """Frame ranges: a short first piece, then each ending up to GROWTH times further in."""
-    start, end = 0, FIRST_FRAMES
-    while start < frames:
-        if frames - end < FIRST_FRAMES:
-            end = frames  # no tiny piece at the end
-        yield start, end
-        start, end = end, end * GROWTH
+def _pieces(frames: int, first: int) -> list[tuple[int, int]]:
+    """Frame ranges: a `first` piece (if any), then the rest in equal pieces of at most MAX_PIECE."""
+    if frames - first < first:
+        first = 0
+    count = max(1, -(-(frames - first) // MAX_PIECE))
+    ends = [first + (frames - first) * index // count for index in range(count + 1)]
+    return [(0, first)] * bool(first) + list(zip(ends, ends[1:]))
 
 
 def _run_all(session: onnxruntime.InferenceSession, ids: list[int], feeds: dict[str, np.ndarray]) -> list[Any]:
@@ -213,34 +210,64 @@ def _run_all(session: onnxruntime.InferenceSession, ids: list[int], feeds: dict[
     return session.run(None, {name: value for name, value in inputs.items() if name in wanted})
 
 
-def _split_at_decoder(
-    found: Found, options: onnxruntime.SessionOptions, providers: list[Any]
-) -> tuple[onnxruntime.InferenceSession | None, onnxruntime.InferenceSession | None, str | None]:
-    """Sessions for the graph up to the decoder and for the decoder, and the latent input's name.
+def _split_at_decoder(found: Found, open_part: Callable[[str], _Part]) -> tuple[_Part, _Part | None, str | None]:
+    """The graph up to the decoder and the decoder, and the name of the latents between them.
 
-    (None, None, None) for a graph without named decoder nodes (very old exports):
-    such a voice speaks a sentence at a time.
+    A graph without named decoder nodes (very old exports) stays whole, and
+    speaks a sentence at a time.
     """
     model = onnx.load(str(found.path))
     graph = model.graph
-    decoder = [node for node in graph.node if node.name.startswith(DECODER)]
-    if not decoder:
+    nodes = [node for node in graph.node if node.name.startswith(DECODER)]
+    if not nodes:
         _LOGGER.warning("Voice %s: no decoder found in its graph, so it speaks a sentence at a time", found.name)
-        return None, None, None
-    latent = decoder[0].input[0]  # the first decoder node reads the latents
-    made = {name for node in decoder for name in node.output}
+        return open_part(str(found.path)), None, None
+    latent = nodes[0].input[0]  # the first decoder node reads the latents
+    made = {name for node in nodes for name in node.output}
     weights = {tensor.name for tensor in graph.initializer}
     inputs = list(
-        dict.fromkeys(name for node in decoder for name in node.input if name and name not in made | weights)
+        dict.fromkeys(name for node in nodes for name in node.input if name and name not in made | weights)
     )
     extractor = onnx.utils.Extractor(model)
     # Sessions opened from files hold about 60 MB less than from bytes; the files go once they are read.
     with tempfile.TemporaryDirectory(prefix="wis-piper-") as folder:
-        front, back = os.path.join(folder, "front.onnx"), os.path.join(folder, "decoder.onnx")
+        front, decoder = os.path.join(folder, "front.onnx"), os.path.join(folder, "decoder.onnx")
         onnx.save(extractor.extract_model([item.name for item in graph.input], inputs), front)
-        onnx.save(extractor.extract_model(inputs, [item.name for item in graph.output]), back)
-        sessions = [onnxruntime.InferenceSession(path, sess_options=options, providers=providers) for path in (front, back)]
-    return sessions[0], sessions[1], latent
+        onnx.save(extractor.extract_model(inputs, [item.name for item in graph.output]), decoder)
+        return open_part(front), open_part(decoder), latent
+
+
+@dataclass
+class _Part:
+    """A graph (or part of one) opened twice: with every core, for a step that runs on its own,
+    and with a worker's share of them, for steps side by side."""
+
+    alone: onnxruntime.InferenceSession
+    shared: onnxruntime.InferenceSession
+
+    def get(self, alone: bool) -> onnxruntime.InferenceSession:
+        return self.alone if alone else self.shared
+
+
+def _opener(runtime: Runtime, workers: int, name: str) -> Callable[[str], _Part]:
+    alone, shared = (_session_options(threads) for threads in (runtime.cpu_threads, runtime.cpu_threads // workers))
+    providers = _providers(runtime, name)
+
+    def open_part(path: str) -> _Part:
+        first = onnxruntime.InferenceSession(path, sess_options=alone, providers=providers)
+        if alone.intra_op_num_threads == shared.intra_op_num_threads:
+            return _Part(first, first)
+        return _Part(first, onnxruntime.InferenceSession(path, sess_options=shared, providers=providers))
+
+    return open_part
+
+
+def _session_options(threads: int) -> onnxruntime.SessionOptions:
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = max(1, threads)
+    options.inter_op_num_threads = 1
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")  # idle threads would steal cores
+    return options
 
 
 def describe(name: str, config: dict[str, Any]) -> tuple[list[str], list[str], str]:
@@ -249,14 +276,6 @@ def describe(name: str, config: dict[str, Any]) -> tuple[list[str], list[str], s
     quality = config.get("audio", {}).get("quality", "")
     description = f"{config.get('dataset', name)} ({language}, {quality or 'piper'})"
     return [language], list(config.get("speaker_id_map", {})), description
-
-
-def _session_options(threads: int) -> onnxruntime.SessionOptions:
-    options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")  # idle threads would steal cores
-    return options
 
 
 def _providers(runtime: Runtime, name: str) -> list[Any]:

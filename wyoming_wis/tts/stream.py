@@ -79,11 +79,13 @@ class _Making:
 
     def __init__(self, speech: AsyncIterator[bytes]) -> None:
         self.pieces: asyncio.Queue[bytes | BaseException | None] = asyncio.Queue()
+        self.begun = False  # its first audio is out
         self.task = asyncio.ensure_future(self._make(speech))
 
     async def _make(self, speech: AsyncIterator[bytes]) -> None:
         try:
             async for audio in speech:
+                self.begun = True
                 self.pieces.put_nowait(audio)
             self.pieces.put_nowait(None)
         except Exception as err:  # the reader raises it in order, after the audio before it
@@ -135,16 +137,16 @@ class SpeechStream:
     async def __aiter__(self) -> AsyncIterator[Piece]:
         """PCM, phrase by phrase in order, each in pieces as soon as they are made.
 
-        The next phrase is made while this one is sent (AHEAD phrases at most),
-        so a free core works on it instead of waiting for the listener.
+        Once a phrase's first audio is out, the next is made while it is sent
+        (AHEAD phrases at most), so a free core works on it instead of waiting.
         """
         making: deque[_Making] = deque()
         ended = False
         try:
             while True:
                 while not ended and len(making) < AHEAD:
-                    if making and self._phrases.empty():
-                        break  # no new text yet: do not wait for it while audio is ready
+                    if making and (self._phrases.empty() or not making[-1].begun):
+                        break  # no new text yet, or the listener still waits for the phrase before
                     phrase = await self._phrases.get()
                     if phrase is None:
                         ended = True
