@@ -70,11 +70,11 @@ class Scheduler:
     def pending(self) -> int:
         return self._pending
 
-    async def run(self, func: Callable[..., T], *args: Any, pace: Pace | None = None, later: float = 0.0) -> T:
+    async def run(self, func: Callable[..., T], *args: Any, pace: Pace | None = None, at: float | None = None) -> T:
         """Run `func(*args)` in a worker thread and return its result.
 
-        With `pace`, the call is queued by the listener's deadline (plus `later`
-        seconds, for audio it will hear after other audio still being made).
+        With `pace`, the call is queued by when the listener will need its output:
+        `at` seconds into their audio (by default, where they are now).
         If the caller is cancelled while the call waits, the call is dropped;
         once running it finishes in its thread, and its slot is freed only then.
         """
@@ -87,7 +87,7 @@ class Scheduler:
         with self._ready:
             if self._closed:
                 raise RuntimeError(f"{self.name} has shut down")
-            deadline = time.monotonic() if pace is None else pace.deadline + later
+            deadline = time.monotonic() if pace is None else pace.started + (pace.seconds if at is None else at)
             item = (deadline, next(self._order), future, lambda: func(*args))
             heapq.heappush(self._waiting, item)
             self._ready.notify()

@@ -115,10 +115,11 @@ class PiperEngine:
             if self._decoder is None:
                 yield await self.scheduler.run(self._whole, ids, feeds, self._alone, pace=pace)
                 continue
+            at = pace.seconds  # where this sentence starts in the listener's audio
             latents = await self.scheduler.run(self._latents, ids, feeds, self._alone, pace=pace)
             for start, end in _pieces(latents.frames, FIRST_FRAMES if urgent else 0):
                 yield await self.scheduler.run(
-                    self._decode, latents, start, end, self._alone, pace=pace, later=start * frame
+                    self._decode, latents, start, end, self._alone, pace=pace, at=at + start * frame
                 )
             urgent = False  # the rest of the phrase is made while its start plays
         if params.sentence_silence:
