@@ -13,6 +13,8 @@ from urllib.parse import urlparse
 
 from wyoming.server import AsyncServer, AsyncStdioServer, AsyncTcpServer
 
+import http_api
+
 from . import __version__
 from .config import Settings
 from .core import Core
@@ -54,6 +56,8 @@ async def serve(settings: Settings) -> None:
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stopping.set)
 
+    # HTTP first: once the Wyoming server says it listens, every frontend does.
+    http = None if settings.no_http else await http_api.start(core, settings.http_host, settings.http_port)
     servers = [AsyncServer.from_uri(uri) for uri in settings.uri]
     waiters: list[asyncio.Task[Any]] = [asyncio.create_task(stopping.wait())]
     if settings.unload_after:
@@ -83,6 +87,8 @@ async def serve(settings: Settings) -> None:
         for waiter in waiters:
             waiter.cancel()
         await asyncio.gather(*(server.stop() for server in servers), return_exceptions=True)
+        if http is not None:
+            await http.cleanup()
         core.close()
 
 
