@@ -9,7 +9,9 @@ so a mistake or a busy engine is an ordinary error answer, never a broken stream
 from __future__ import annotations
 
 import base64
+import logging
 from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import aclosing
 from typing import Any
 
 from aiohttp import web
@@ -22,6 +24,7 @@ from .errors import ApiError, bad_field
 from .sse import EventStream
 from .state import CORE, in_thread
 
+_LOGGER = logging.getLogger(__name__)
 routes = web.RouteTableDef()
 
 MAX_INPUT = 4096  # characters, as OpenAI allows
@@ -65,16 +68,19 @@ async def speech(request: web.Request) -> web.StreamResponse:
     pieces = aiter(stream)
     first = await anext(pieces, None)  # a busy engine fails here, before any answer
     encoder = Encoder(response_format, stream.format)
-    audio = _encoded(request, encoder, first, pieces)
-    if stream_format == "sse":
-        return await _send_events(request, audio, len(text))
-    response = web.StreamResponse(headers={"Content-Type": encoder.media_type})
-    response.enable_chunked_encoding()
-    await response.prepare(request)
-    async for data in audio:
-        await response.write(data)
-    await response.write_eof()
-    return response
+    async with aclosing(_encoded(request, encoder, first, pieces)) as audio:
+        if stream_format == "sse":
+            return await _send_events(request, audio, len(text))
+        response = web.StreamResponse(headers={"Content-Type": encoder.media_type})
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        try:
+            async for data in audio:
+                await response.write(data)
+            await response.write_eof()
+        except ConnectionError:
+            _LOGGER.debug("The client left during speech")  # leaving aclosing stops the synthesis
+        return response
 
 
 async def _json(request: web.Request) -> dict[str, Any]:
@@ -89,7 +95,7 @@ async def _json(request: web.Request) -> dict[str, Any]:
 
 async def _encoded(
     request: web.Request, encoder: Encoder, first: Piece | None, pieces: AsyncGenerator[Piece, None]
-) -> AsyncIterator[bytes]:
+) -> AsyncGenerator[bytes, None]:
     """The file, piece by piece as the speech is made; the encoder works in a codec thread."""
     piece = first
     try:
@@ -107,6 +113,8 @@ async def _send_events(request: web.Request, audio: AsyncIterator[bytes], charac
     events = EventStream(request)
     async for data in audio:
         await events.send({"type": "speech.audio.delta", "audio": base64.b64encode(data).decode()})
+        if events.gone:
+            break
     usage = {"input_tokens": characters, "output_tokens": 0, "total_tokens": characters}  # characters, not tokens
     await events.send({"type": "speech.audio.done", "usage": usage})
     return await events.end()

@@ -6,6 +6,7 @@ import base64
 import io
 import json
 import re
+import time
 from pathlib import Path
 
 import av
@@ -228,3 +229,18 @@ def test_requests_that_are_not_what_the_route_takes(server: Server) -> None:
     no_file = httpx.post(url + "/transcriptions", files={"model": (None, "whisper-1")})
     assert no_file.status_code == 400 and no_file.json()["error"]["param"] == "file"
     assert httpx.get(server.http_url + "/v1/nothing").json()["error"]["code"] == "not_found"
+
+
+def test_a_client_that_leaves_mid_speech_is_no_error(server: Server) -> None:
+    """The synthesis stops and nothing is logged as an error (the shared server's log is checked at the end)."""
+    long_text = " ".join(f"This is sentence number {n} of a long reply nobody will hear." for n in range(30))
+    body = {"model": "tts-1", "voice": "alloy", "input": long_text, "response_format": "wav", "cache": False}
+    url = server.http_url + "/v1/audio/speech"
+    for stream_format in ("audio", "sse"):
+        with httpx.stream("POST", url, json=body | {"stream_format": stream_format}) as response:
+            assert response.status_code == 200
+            assert next(response.iter_bytes())  # the first audio, then hang up
+    deadline = time.monotonic() + 10
+    while httpx.get(server.http_url + "/health").json()["tts"]["en_US-joe-medium"]["pending"]:
+        assert time.monotonic() < deadline, "synthesis went on for a client that left"
+        time.sleep(0.1)
