@@ -1,5 +1,5 @@
 """HTTP frontend: the OpenAI audio API and operations endpoints, on the core's resident models."""
 
-from .app import make_app, start
+from .app import loaded, make_app, start
 
-__all__ = ["make_app", "start"]
+__all__ = ["loaded", "make_app", "start"]

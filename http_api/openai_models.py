@@ -11,7 +11,7 @@ from wyoming_wis.core import Core
 from .errors import ApiError
 from .openai_speech import OPENAI_TTS_MODELS
 from .openai_transcriptions import OPENAI_ASR_MODEL
-from .state import CORE
+from .state import core_of
 
 routes = web.RouteTableDef()
 OWNER = "wyoming-wis"
@@ -28,13 +28,13 @@ def _model(model_id: str) -> dict[str, Any]:
 
 @routes.get("/v1/models")
 async def models(request: web.Request) -> web.Response:
-    return web.json_response({"object": "list", "data": [_model(i) for i in _model_ids(request.app[CORE])]})
+    return web.json_response({"object": "list", "data": [_model(i) for i in _model_ids(core_of(request))]})
 
 
 @routes.get("/v1/models/{model_id}")
 async def model(request: web.Request) -> web.Response:
     model_id = request.match_info["model_id"]
-    if model_id not in _model_ids(request.app[CORE]):
+    if model_id not in _model_ids(core_of(request)):
         raise ApiError(404, f"The model {model_id!r} does not exist", "model", "model_not_found")
     return web.json_response(_model(model_id))
 
@@ -42,7 +42,7 @@ async def model(request: web.Request) -> web.Response:
 @routes.get("/v1/audio/voices")
 async def voices(request: web.Request) -> web.Response:
     """Every voice with its languages and speakers, and the voice each OpenAI name means."""
-    core = request.app[CORE]
+    core = core_of(request)
     listed = await core.refresh_voices()
     return web.json_response(
         {

@@ -22,7 +22,7 @@ from wyoming_wis.tts.stream import Piece
 from . import fields
 from .errors import ApiError, bad_field
 from .sse import EventStream
-from .state import CORE, in_thread
+from .state import core_of, in_thread
 
 _LOGGER = logging.getLogger(__name__)
 routes = web.RouteTableDef()
@@ -35,7 +35,7 @@ STREAM_FORMATS = ("audio", "sse")
 @routes.post("/v1/audio/speech")
 async def speech(request: web.Request) -> web.StreamResponse:
     body = await _json(request)
-    core = request.app[CORE]
+    core = core_of(request)
     model = fields.text(body.get("model"), "model")
     text = body.get("input")
     if not isinstance(text, str) or not text.strip():

@@ -18,7 +18,7 @@ from wyoming_wis.audio import WHISPER_RATE, decode_file
 from . import fields, transcript_formats
 from .errors import ApiError, bad_field
 from .sse import EventStream
-from .state import CORE, in_thread
+from .state import core_of, in_thread
 
 routes = web.RouteTableDef()
 
@@ -59,7 +59,7 @@ async def _transcribe(request: web.Request, task: str) -> web.StreamResponse:
         assert events is not None
         await events.send({"type": "transcript.text.delta", "delta": delta})
 
-    core = request.app[CORE]
+    core = core_of(request)
     session = core.asr_session(
         None if model in (None, OPENAI_ASR_MODEL) else model,
         fields.text(form.get("language"), "language"),

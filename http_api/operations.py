@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from .state import CORE
+from .state import core_of
 
 routes = web.RouteTableDef()
 
 
 @routes.get("/health")  # HEAD too: aiohttp answers it from the GET route
 async def health(request: web.Request) -> web.Response:
-    core = request.app[CORE]
+    core = core_of(request)
     asr = {
         name: {"state": "loaded" if engine.loaded else "unloaded", "pending": engine.scheduler.pending}
         for name, engine in core.asr.items()

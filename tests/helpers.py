@@ -108,15 +108,20 @@ def start_server(
         process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=log, env=offline_env(workdir), cwd=workdir)
     server = Server(process, log_path, host, port, http_port)
     if wait:
-        deadline = time.monotonic() + timeout
-        while READY_LINE not in server.log:
-            if process.poll() is not None:
-                raise RuntimeError(f"server exited with {process.returncode}:\n{server.log}")
-            if time.monotonic() > deadline:
-                server.stop()
-                raise TimeoutError(f"server not ready after {timeout} s:\n{server.log}")
-            time.sleep(0.1)
+        wait_ready(server, timeout)
     return server
+
+
+def wait_ready(server: Server, timeout: float = 180) -> None:
+    """Wait until the server listens (its log says so)."""
+    deadline = time.monotonic() + timeout
+    while READY_LINE not in server.log:
+        if server.process.poll() is not None:
+            raise RuntimeError(f"server exited with {server.process.returncode}:\n{server.log}")
+        if time.monotonic() > deadline:
+            server.stop()
+            raise TimeoutError(f"server not ready after {timeout} s:\n{server.log}")
+        time.sleep(0.1)
 
 
 # -- audio ------------------------------------------------------------------------

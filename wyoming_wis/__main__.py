@@ -48,7 +48,17 @@ def main(argv: Sequence[str] | None = None) -> None:
 async def serve(settings: Settings) -> None:
     """Load models, open every URI, announce, and run until SIGINT/SIGTERM."""
     _LOGGER.info("wyoming-wis %s starting", __version__)
-    core = await asyncio.to_thread(Core.load, settings)  # the ports open only once this is done
+    # HTTP opens first and answers 503 while the models load; Wyoming ports open once they are loaded.
+    http = None if settings.no_http else http_api.make_app(settings)
+    runner = None if http is None else await http_api.start(http, settings.http_host, settings.http_port)
+    try:
+        core = await asyncio.to_thread(Core.load, settings)
+    except BaseException:
+        if runner is not None:
+            await runner.cleanup()
+        raise
+    if http is not None:
+        http_api.loaded(http, core)
     handler_factory = partial(WyomingHandler, core=core)
 
     stopping = asyncio.Event()
@@ -56,8 +66,6 @@ async def serve(settings: Settings) -> None:
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stopping.set)
 
-    # HTTP first: once the Wyoming server says it listens, every frontend does.
-    http = None if settings.no_http else await http_api.start(core, settings.http_host, settings.http_port)
     servers = [AsyncServer.from_uri(uri) for uri in settings.uri]
     waiters: list[asyncio.Task[Any]] = [asyncio.create_task(stopping.wait())]
     if settings.unload_after:
@@ -87,8 +95,8 @@ async def serve(settings: Settings) -> None:
         for waiter in waiters:
             waiter.cancel()
         await asyncio.gather(*(server.stop() for server in servers), return_exceptions=True)
-        if http is not None:
-            await http.cleanup()
+        if runner is not None:
+            await runner.cleanup()
         core.close()
 
 
