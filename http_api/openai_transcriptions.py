@@ -44,7 +44,7 @@ async def _transcribe(request: web.Request, task: str) -> web.StreamResponse:
         raise bad_field("file", "'file' is required: the audio, as a file in multipart/form-data")
     model = fields.text(form.get("model"), "model")
     response_format = fields.choice(form.get("response_format"), "response_format", transcript_formats.FORMATS, "json")
-    fields.number(form.get("temperature"), "temperature", 0.0, 1.0)  # accepted; decoding starts greedy and falls back
+    temperature = fields.number(form.get("temperature"), "temperature", 0.0, 1.0) or 0.0
     granularities = form.getall("timestamp_granularities[]", []) + form.getall("timestamp_granularities", [])
     for granularity in granularities:
         if granularity not in GRANULARITIES:
@@ -67,6 +67,7 @@ async def _transcribe(request: web.Request, task: str) -> web.StreamResponse:
         task=task,
         prompt=fields.text(form.get("prompt"), "prompt"),
         words=words,
+        temperature=temperature,
     )
     try:
         await _feed(request, session, upload.file.read)

@@ -90,6 +90,12 @@ def test_verbose_json_has_segments_with_every_field_and_words_on_request(client:
     assert timed.segments and timed.segments[0].text
 
 
+def test_a_temperature_samples_at_that_temperature(client: openai.OpenAI) -> None:
+    result = transcribe(client, response_format="verbose_json", temperature=0.6)
+    assert {segment.temperature for segment in result.segments} == {0.6}
+    assert wer([SHORT_TEXT], [result.text]) < 0.5, result.text
+
+
 def test_translation_is_english(client: openai.OpenAI) -> None:
     with SHORT.open("rb") as file:
         result = client.audio.translations.create(file=file, model="whisper-1", response_format="verbose_json")

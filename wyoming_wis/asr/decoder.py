@@ -47,6 +47,12 @@ class Options:
     prompt: str = ""  # bias text: names and words the speaker is likely to say
     draft: bool = False  # a preview while audio still arrives: greedy, and no second pass
     words: bool = False  # time each word (faster-whisper's alignment, in its standard pass)
+    temperature: float = 0.0  # above 0: sample at this temperature (in the standard pass), no fallback
+
+    @property
+    def standard(self) -> bool:
+        """Decoded by faster-whisper's standard pass from the start: the short window cannot do this."""
+        return self.words or self.temperature > 0
 
 
 @dataclass(frozen=True)
@@ -66,7 +72,7 @@ class Job:
     def batch_key(self) -> tuple[int, int, bool, bool]:
         """Jobs with the same key can share one CTranslate2 call: same window size, same search,
         and the transcript starting at the same position."""
-        return self.window, len(self.prompt_tokens), self.options.draft, self.options.words
+        return self.window, len(self.prompt_tokens), self.options.draft, self.options.standard
 
 
 @dataclass(frozen=True)
@@ -129,8 +135,8 @@ class Decoder:
 
     def decode(self, jobs: list[Job]) -> list[Decoded]:
         """Decode jobs that share one batch key."""
-        if jobs[0].options.words:
-            return [self._full_window(job, job.options.language, "word timestamps asked for") for job in jobs]
+        if jobs[0].options.standard:
+            return [self._full_window(job, job.options.language, "word times or a temperature") for job in jobs]
         window = max(job.window for job in jobs) * WHISPER_RATE
         features = np.stack([self._features(job.audio, window) for job in jobs])
         encoded = self.whisper.encode(features)
@@ -174,7 +180,7 @@ class Decoder:
         self.whisper.model.generate(encoded, [prompt], beam_size=self.beam_size, max_length=len(prompt) + 4)
 
     def _full_window(self, job: Job, language: str, problem: str) -> Decoded:
-        """The standard faster-whisper pass: 30 s window, temperature fallback."""
+        """The standard faster-whisper pass: 30 s window, temperature fallback (or the request's temperature)."""
         _LOGGER.debug("Short window gave %s; decoding %.1f s again in the full window", problem, len(job.audio) / 16e3)
         pieces, info = self.whisper.transcribe(
             job.audio,
@@ -184,6 +190,7 @@ class Decoder:
             initial_prompt=job.options.prompt or None,
             condition_on_previous_text=False,
             word_timestamps=job.options.words,
+            **({"temperature": job.options.temperature} if job.options.temperature else {}),
         )
         segments = [
             Segment(

@@ -136,12 +136,14 @@ class WhisperEngine:
         task: str | None = None,
         prompt: str | None = None,
         words: bool = False,
+        temperature: float = 0.0,
     ) -> Options:
         """How to decode a request, with the server's bias, the request's own names and terms, and its prompt."""
         task = task or self.task
         if task == "translate" and not self.multilingual:
             task = "transcribe"  # an English-only model has nothing to translate
-        return Options(self.language(language), task, self.bias.prompt(names, terms, prompt), words=words)
+        prompt = self.bias.prompt(names, terms, prompt)
+        return Options(self.language(language), task, prompt, words=words, temperature=temperature)
 
     @property
     def idle(self) -> bool:
