@@ -67,7 +67,7 @@ async def speech(request: web.Request) -> web.StreamResponse:
     stream.close()
     pieces = aiter(stream)
     first = await anext(pieces, None)  # a busy engine fails here, before any answer
-    encoder = Encoder(response_format, stream.format)
+    encoder = await in_thread(request, Encoder, response_format, stream.format)  # opens a codec: not on the loop
     async with aclosing(_encoded(request, encoder, first, pieces)) as audio:
         if stream_format == "sse":
             return await _send_events(request, audio, len(text))

@@ -7,8 +7,10 @@ is refused before decoding starts, and before the first byte of a streamed answe
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 from aiohttp import web
 from multidict import MultiDictProxy
 
@@ -94,11 +96,11 @@ async def _form(request: web.Request) -> MultiDictProxy[str | bytes | web.FileFi
         raise ApiError(400, f"Malformed multipart body: {err}", None, "bad_multipart") from err
 
 
-async def _feed(request: web.Request, session: AsrSession, read: Any) -> None:
+async def _feed(request: web.Request, session: AsrSession, read: Callable[[], bytes]) -> None:
     """Decode the upload in a codec thread and give the session all of it."""
     max_seconds = session.max_seconds
 
-    def decode() -> Any:
+    def decode() -> np.ndarray:
         return decode_file(read(), WHISPER_RATE, max_seconds, "file")
 
     samples = await in_thread(request, decode)
