@@ -84,10 +84,12 @@ async def test_tcp_and_unix_from_one_process(data_dir: Path, tmp_path: Path) -> 
             f"tcp://127.0.0.1:{port}",
             "--uri",
             f"unix://{socket_path}",
+            "--no-http",
         ],
         tmp_path,
         port=port,
     )
+    assert server.http_port is None and "HTTP API" not in server.log  # --no-http: Wyoming only
     try:
         path, reference = corpus()[1]
         async with AsyncUnixClient(str(socket_path)) as client:
