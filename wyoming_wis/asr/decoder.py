@@ -51,8 +51,9 @@ class Options:
 
     @property
     def standard(self) -> bool:
-        """Decoded by faster-whisper's standard pass from the start: the short window cannot do this."""
-        return self.words or self.temperature > 0
+        """Decoded by faster-whisper's standard pass from the start: the short window cannot do this
+        (a draft is only a preview, and skips it)."""
+        return not self.draft and (self.words or self.temperature > 0)
 
 
 @dataclass(frozen=True)
@@ -136,7 +137,9 @@ class Decoder:
     def decode(self, jobs: list[Job]) -> list[Decoded]:
         """Decode jobs that share one batch key."""
         if jobs[0].options.standard:
-            return [self._full_window(job, job.options.language, "word times or a temperature") for job in jobs]
+            return [
+                self._full_window(job, job.options.language, "word times or a temperature asked for") for job in jobs
+            ]
         window = max(job.window for job in jobs) * WHISPER_RATE
         features = np.stack([self._features(job.audio, window) for job in jobs])
         encoded = self.whisper.encode(features)
@@ -179,9 +182,9 @@ class Decoder:
         prompt = [*tokenizer.sot_sequence, tokenizer.no_timestamps]
         self.whisper.model.generate(encoded, [prompt], beam_size=self.beam_size, max_length=len(prompt) + 4)
 
-    def _full_window(self, job: Job, language: str, problem: str) -> Decoded:
+    def _full_window(self, job: Job, language: str | None, problem: str) -> Decoded:
         """The standard faster-whisper pass: 30 s window, temperature fallback (or the request's temperature)."""
-        _LOGGER.debug("Short window gave %s; decoding %.1f s again in the full window", problem, len(job.audio) / 16e3)
+        _LOGGER.debug("Decoding %.1f s in the full window: %s", len(job.audio) / 16e3, problem)
         pieces, info = self.whisper.transcribe(
             job.audio,
             language=job.options.language or language,
