@@ -51,6 +51,11 @@ class Server:
     log_path: Path
     host: str
     port: int
+    http_port: int | None = None  # None: started with --no-http
+
+    @property
+    def http_url(self) -> str:
+        return f"http://{self.host}:{self.http_port}"
 
     @property
     def log(self) -> str:
@@ -95,19 +100,28 @@ def start_server(
     argv = [sys.executable, "-m", "wyoming_wis", *args]
     if not any(arg.startswith("--uri") for arg in args):
         argv += ["--uri", f"tcp://{host}:{port}"]
+    http_port = None
+    if "--no-http" not in args and not any(arg.startswith("--http-port") for arg in args):
+        http_port = free_port()  # never the default 19000: servers of one run must not collide
+        argv += ["--http-port", str(http_port), "--http-host", host]
     with open(log_path, "wb") as log:
         process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=log, env=offline_env(workdir), cwd=workdir)
-    server = Server(process, log_path, host, port)
+    server = Server(process, log_path, host, port, http_port)
     if wait:
-        deadline = time.monotonic() + timeout
-        while READY_LINE not in server.log:
-            if process.poll() is not None:
-                raise RuntimeError(f"server exited with {process.returncode}:\n{server.log}")
-            if time.monotonic() > deadline:
-                server.stop()
-                raise TimeoutError(f"server not ready after {timeout} s:\n{server.log}")
-            time.sleep(0.1)
+        wait_ready(server, timeout)
     return server
+
+
+def wait_ready(server: Server, timeout: float = 180) -> None:
+    """Wait until the server listens (its log says so)."""
+    deadline = time.monotonic() + timeout
+    while READY_LINE not in server.log:
+        if server.process.poll() is not None:
+            raise RuntimeError(f"server exited with {server.process.returncode}:\n{server.log}")
+        if time.monotonic() > deadline:
+            server.stop()
+            raise TimeoutError(f"server not ready after {timeout} s:\n{server.log}")
+        time.sleep(0.1)
 
 
 # -- audio ------------------------------------------------------------------------

@@ -17,6 +17,7 @@ def test_defaults_match_the_design() -> None:
     assert settings.data_dir == [Path("data")]
     assert settings.zeroconf is None and settings.allow_download is False
     assert settings.max_audio_seconds == 600
+    assert (settings.http_port, settings.no_http, settings.max_upload_mb) == (19000, False, 25)
 
 
 def test_flags_repeat_and_override_the_environment() -> None:

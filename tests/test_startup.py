@@ -53,6 +53,10 @@ def test_unknown_model_stops_start_up_with_the_places_searched(tmp_path: Path) -
             "large-v9",
             "--uri",
             f"tcp://127.0.0.1:{port}",
+            "--http-port",
+            str(free_port()),
+            "--http-host",
+            "127.0.0.1",
         ],
         capture_output=True,
         text=True,
@@ -63,7 +67,8 @@ def test_unknown_model_stops_start_up_with_the_places_searched(tmp_path: Path) -
     assert "Whisper model 'large-v9' not found" in result.stderr
     assert str(tmp_path / "models" / "large-v9") in result.stderr and "bundled packages" in result.stderr
     assert "Traceback" not in result.stderr
-    assert "listening" not in result.stderr  # no port was opened
+    assert "Wyoming server listening" not in result.stderr  # no Wyoming port was opened
+    assert "HTTP API listening" in result.stderr  # HTTP was, to say 503 while loading, and it closed without a trace
 
 
 async def test_tcp_and_unix_from_one_process(data_dir: Path, tmp_path: Path) -> None:
@@ -79,10 +84,12 @@ async def test_tcp_and_unix_from_one_process(data_dir: Path, tmp_path: Path) -> 
             f"tcp://127.0.0.1:{port}",
             "--uri",
             f"unix://{socket_path}",
+            "--no-http",
         ],
         tmp_path,
         port=port,
     )
+    assert server.http_port is None and "HTTP API" not in server.log  # --no-http: Wyoming only
     try:
         path, reference = corpus()[1]
         async with AsyncUnixClient(str(socket_path)) as client:
@@ -143,7 +150,7 @@ async def test_stdio(data_dir: Path, tmp_path: Path) -> None:
 def test_xtts_without_the_extra_says_how_to_install_it(tmp_path: Path) -> None:
     """Where coqui-tts is missing (here: hidden from the import system), --xtts fails at once and says why."""
     hide = "import sys; sys.modules['TTS'] = None; from wyoming_wis.__main__ import main; main(sys.argv[1:])"
-    argv = ["--data-dir", str(tmp_path), "--xtts", "--uri", f"tcp://127.0.0.1:{free_port()}"]
+    argv = ["--data-dir", str(tmp_path), "--xtts", "--uri", f"tcp://127.0.0.1:{free_port()}", "--no-http"]
     result = subprocess.run(
         [sys.executable, "-c", hide, *argv], capture_output=True, text=True, env=offline_env(tmp_path), timeout=120
     )

@@ -13,6 +13,8 @@ from urllib.parse import urlparse
 
 from wyoming.server import AsyncServer, AsyncStdioServer, AsyncTcpServer
 
+import http_api
+
 from . import __version__
 from .config import Settings
 from .core import Core
@@ -46,7 +48,17 @@ def main(argv: Sequence[str] | None = None) -> None:
 async def serve(settings: Settings) -> None:
     """Load models, open every URI, announce, and run until SIGINT/SIGTERM."""
     _LOGGER.info("wyoming-wis %s starting", __version__)
-    core = await asyncio.to_thread(Core.load, settings)  # the ports open only once this is done
+    # HTTP opens first and answers 503 while the models load; Wyoming ports open once they are loaded.
+    http = None if settings.no_http else http_api.make_app(settings)
+    runner = None if http is None else await http_api.start(http, settings.http_host, settings.http_port)
+    try:
+        core = await asyncio.to_thread(Core.load, settings)
+    except BaseException:
+        if runner is not None:
+            await runner.cleanup()
+        raise
+    if http is not None:
+        http_api.loaded(http, core)
     handler_factory = partial(WyomingHandler, core=core)
 
     stopping = asyncio.Event()
@@ -83,6 +95,8 @@ async def serve(settings: Settings) -> None:
         for waiter in waiters:
             waiter.cancel()
         await asyncio.gather(*(server.stop() for server in servers), return_exceptions=True)
+        if runner is not None:
+            await runner.cleanup()
         core.close()
 
 

@@ -1,19 +1,22 @@
-"""Audio formats and conversion, all through PyAV (libswresample).
+"""Audio formats and conversion, all through PyAV (libswresample, libavformat, libavcodec).
 
 Whisper wants 16 kHz mono float32; clients send whatever rate, width and channel
 count they have. `PcmConverter` is stateful so audio that arrives in pieces is
-resampled as one continuous signal.
+resampled as one continuous signal. `decode_file` reads any file FFmpeg reads;
+`Encoder` turns PCM into a file format piece by piece, so speech can be sent as
+it is made.
 """
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import av
 import numpy as np
 
-from .errors import UnsupportedAudioFormat
+from .errors import BadAudio, UnsupportedAudioFormat
 
 WHISPER_RATE = 16000
 MIN_RATE = 1000
@@ -58,8 +61,6 @@ class PcmConverter:
 
     def __init__(self, source: AudioFormat, rate: int = WHISPER_RATE) -> None:
         self.source = source.validate()
-        self._sample_format, self._dtype = _SAMPLE_FORMATS[source.width]
-        self._layout = av.AudioLayout("mono" if source.channels == 1 else f"{source.channels}c")
         self._resampler = av.AudioResampler(format="flt", layout="mono", rate=rate)
         self._remainder = b""  # bytes of an incomplete frame, kept for the next piece
 
@@ -69,10 +70,7 @@ class PcmConverter:
         self._remainder = data[usable:]
         if usable == 0:
             return np.zeros(0, dtype=np.float32)
-        samples = np.frombuffer(data[:usable], dtype=self._dtype).reshape(1, -1)
-        frame = av.AudioFrame.from_ndarray(samples, format=self._sample_format, layout=self._layout)
-        frame.sample_rate = self.source.rate
-        return self._collect(self._resampler.resample(frame))
+        return self._collect(self._resampler.resample(pcm_frame(data[:usable], self.source)))
 
     def flush(self) -> np.ndarray:
         """Return what the resampler still holds; call once at the end of the stream."""
@@ -85,7 +83,121 @@ class PcmConverter:
         return np.concatenate([frame.to_ndarray()[0] for frame in frames])
 
 
+def pcm_frame(pcm: bytes, source: AudioFormat) -> av.AudioFrame:
+    """Whole frames of packed PCM as one PyAV frame."""
+    sample_format, dtype = _SAMPLE_FORMATS[source.width]
+    layout = av.AudioLayout("mono" if source.channels == 1 else f"{source.channels}c")
+    frame = av.AudioFrame.from_ndarray(
+        np.frombuffer(pcm, dtype=dtype).reshape(1, -1), format=sample_format, layout=layout
+    )
+    frame.sample_rate = source.rate
+    return frame
+
+
 def chunks(pcm: bytes, size: int) -> Iterator[bytes]:
     """Split PCM into pieces of at most `size` bytes."""
     for start in range(0, len(pcm), size):
         yield pcm[start : start + size]
+
+
+def decode_file(
+    data: bytes, rate: int, max_seconds: float, what: str = "audio", sample_format: str = "flt"
+) -> np.ndarray:
+    """Any file PyAV reads, as mono samples at `rate` (`flt`: float32, `s16`: int16).
+
+    Decoding stops a little past `max_seconds` (a small file may hold hours of
+    audio): a result longer than that means the file is too long, for the caller to refuse.
+    """
+    limit = int(max_seconds * rate)
+    pieces: list[np.ndarray] = []
+    count = 0
+    try:
+        with av.open(io.BytesIO(data), mode="r") as container:
+            if not container.streams.audio:
+                raise BadAudio(f"The {what} has no audio stream")
+            resampler = av.AudioResampler(format=sample_format, layout="mono", rate=rate)
+            for frame in container.decode(container.streams.audio[0]):
+                for out in resampler.resample(frame):
+                    pieces.append(out.to_ndarray()[0].copy())
+                    count += out.samples
+                if count > limit:
+                    break
+            else:
+                pieces.extend(out.to_ndarray()[0].copy() for out in resampler.resample(None))
+    except (av.FFmpegError, ValueError, IndexError) as err:
+        raise BadAudio(f"Cannot read the {what}: {err}") from err
+    dtype = np.float32 if sample_format == "flt" else np.int16
+    return np.concatenate(pieces) if pieces else np.zeros(0, dtype=dtype)
+
+
+@dataclass(frozen=True)
+class Encoding:
+    """A file format speech can be sent in: PyAV container and codec, and its media type."""
+
+    container: str
+    codec: str
+    media_type: str
+    options: tuple[tuple[str, str], ...] = ()  # the muxer's, beyond flush_packets
+
+
+ENCODINGS = {
+    "mp3": Encoding("mp3", "libmp3lame", "audio/mpeg"),
+    "opus": Encoding("ogg", "libopus", "audio/ogg", (("page_duration", "100000"),)),  # an Ogg page per 0.1 s
+    "aac": Encoding("adts", "aac", "audio/aac"),
+    "flac": Encoding("flac", "flac", "audio/flac"),
+    "wav": Encoding("wav", "pcm_s16le", "audio/wav"),
+    "pcm": Encoding("s16le", "pcm_s16le", "audio/pcm"),
+}
+OUTPUT_RATE = 24000  # what OpenAI's speech API sends, and what its clients assume for pcm
+
+
+class _Sink:
+    """Where the muxer writes; not seekable, so headers are written once, for a stream
+    (a WAV header's sizes stay open-ended: 0xFFFFFFFF)."""
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+
+    def write(self, data: bytes) -> int:
+        self.data += data
+        return len(data)
+
+    def take(self) -> bytes:
+        data, self.data = bytes(self.data), bytearray()
+        return data
+
+
+class Encoder:
+    """PCM in any format PcmConverter takes, a file in one of ENCODINGS out, piece by piece;
+    blocking (for a worker thread)."""
+
+    def __init__(self, name: str, source: AudioFormat, rate: int = OUTPUT_RATE) -> None:
+        encoding = ENCODINGS[name]
+        self.media_type = encoding.media_type
+        self._source = source.validate()
+        self._sink = _Sink()
+        # flush_packets: hand every packet to the sink at once, not when an I/O buffer fills
+        options = {"flush_packets": "1", **dict(encoding.options)}
+        self._container = av.open(self._sink, "w", format=encoding.container, options=options)
+        self._stream = self._container.add_stream(encoding.codec, rate=rate, layout="mono")
+        context = self._stream.codec_context
+        self._resampler = av.AudioResampler(
+            format=context.format.name, layout="mono", rate=rate, frame_size=context.frame_size or None
+        )
+
+    def encode(self, pcm: bytes) -> bytes:
+        """What is ready of the file after this audio (the header comes with the first piece)."""
+        if pcm:
+            self._mux(self._resampler.resample(pcm_frame(pcm, self._source)))
+        return self._sink.take()
+
+    def finish(self) -> bytes:
+        """The rest of the file: what the resampler and codec still hold, and the trailer."""
+        self._mux(self._resampler.resample(None))
+        self._container.mux(self._stream.encode(None))
+        self._container.close()
+        return self._sink.take()
+
+    def _mux(self, frames: list[av.AudioFrame]) -> None:
+        for frame in frames:
+            self._container.mux(self._stream.encode(frame))

@@ -93,6 +93,13 @@ def _between(low: float, high: float = math.inf) -> Callable[[str], float]:
     return parse
 
 
+def _port(text: str) -> int:
+    value = int(text)
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a port from 1 to 65535, got {value}")
+    return value
+
+
 def _positive_float(text: str) -> float:
     value = float(text)
     if value <= 0:
@@ -272,6 +279,22 @@ OPTIONS: tuple[Option, ...] = (
         metavar="N",
     ),
     Option(
+        "--http-port",
+        "Port of the HTTP API (OpenAI-compatible /v1/audio/..., /health) on the same models.",
+        default=19000,
+        type=_port,
+        metavar="PORT",
+    ),
+    Option("--http-host", "Address the HTTP API listens on.", default="0.0.0.0", metavar="HOST"),
+    Option("--no-http", "Do not start the HTTP API.", switch=True, default=False),
+    Option(
+        "--max-upload-mb",
+        "Largest audio file one HTTP request may upload.",
+        default=25.0,
+        type=_positive_float,
+        metavar="MB",
+    ),
+    Option(
         "--zeroconf",
         "Announce the Wyoming service to Home Assistant over mDNS; "
         "NAME defaults to a name kept in the data dir, stable across restarts.",
@@ -336,6 +359,10 @@ class Settings:
     asr_workers: int
     tts_workers: int
     queue_size: int
+    http_port: int
+    http_host: str
+    no_http: bool
+    max_upload_mb: float
     zeroconf: str | None  # None: off; "": on with the default name
     zeroconf_host: str | None
     allow_download: bool

@@ -134,12 +134,20 @@ class Core:
         names: Sequence[str] = (),
         terms: Sequence[str] = (),
         on_text: OnText | None = None,
+        task: str | None = None,
+        prompt: str | None = None,
+        words: bool = False,
+        temperature: float = 0.0,
     ) -> AsrSession:
-        """A session for one request; `on_text` gets partial text as it is recognised (if enabled)."""
+        """A session for one request; `on_text` gets partial text as it is recognised (if enabled).
+
+        `task` overrides --task (translate: to English), `prompt` is the request's own text
+        to steer spelling and style, `words` times every word, a `temperature` above 0 samples.
+        """
         engine = self.asr_engine(model)
         return AsrSession(
             engine,
-            engine.options(language, names, terms),
+            engine.options(language, names, terms, task, prompt, words, temperature),
             self.settings.max_audio_seconds,
             on_text if self.settings.partial_results else None,
         )

@@ -16,7 +16,7 @@ import logging
 import math
 import re
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from faster_whisper import WhisperModel
@@ -46,6 +46,14 @@ class Options:
     task: str = "transcribe"  # or "translate" (to English)
     prompt: str = ""  # bias text: names and words the speaker is likely to say
     draft: bool = False  # a preview while audio still arrives: greedy, and no second pass
+    words: bool = False  # time each word (faster-whisper's alignment, in its standard pass)
+    temperature: float = 0.0  # above 0: sample at this temperature (in the standard pass), no fallback
+
+    @property
+    def standard(self) -> bool:
+        """Decoded by faster-whisper's standard pass from the start: the short window cannot do this
+        (a draft is only a preview, and skips it)."""
+        return not self.draft and (self.words or self.temperature > 0)
 
 
 @dataclass(frozen=True)
@@ -62,18 +70,48 @@ class Job:
         return window_seconds(len(self.audio) / WHISPER_RATE)
 
     @property
-    def batch_key(self) -> tuple[int, int, bool]:
+    def batch_key(self) -> tuple[int, int, bool, bool]:
         """Jobs with the same key can share one CTranslate2 call: same window size, same search,
         and the transcript starting at the same position."""
-        return self.window, len(self.prompt_tokens), self.options.draft
+        return self.window, len(self.prompt_tokens), self.options.draft, self.options.standard
+
+
+@dataclass(frozen=True)
+class Word:
+    start: float
+    end: float
+    word: str  # as Whisper wrote it, with its leading space
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A timed stretch of text, with the decoder's measures of how sure it was."""
+
+    start: float
+    end: float
+    text: str
+    tokens: tuple[int, ...] = ()
+    avg_logprob: float = 0.0
+    compression_ratio: float = 0.0
+    no_speech_prob: float = 0.0
+    temperature: float = 0.0
+    words: tuple[Word, ...] = ()
+
+    def shifted(self, seconds: float) -> Segment:
+        """The same segment `seconds` later (a piece's times are relative to the piece)."""
+        words = tuple(Word(w.start + seconds, w.end + seconds, w.word) for w in self.words)
+        return replace(self, start=self.start + seconds, end=self.end + seconds, words=words)
 
 
 @dataclass(frozen=True)
 class Decoded:
     text: str
     language: str
-    segments: list[tuple[float, float, str]] = field(default_factory=list)  # from the full-window fallback only
+    segments: list[Segment] = field(default_factory=list)  # from the full-window fallback only
     retried: str | None = None  # why the short window was not trusted
+    tokens: tuple[int, ...] = ()  # of `text`, from the short window
+    avg_logprob: float = 0.0
+    no_speech_prob: float = 0.0
 
 
 def window_seconds(seconds: float) -> int:
@@ -98,6 +136,10 @@ class Decoder:
 
     def decode(self, jobs: list[Job]) -> list[Decoded]:
         """Decode jobs that share one batch key."""
+        if jobs[0].options.standard:
+            return [
+                self._full_window(job, job.options.language, "word times or a temperature asked for") for job in jobs
+            ]
         window = max(job.window for job in jobs) * WHISPER_RATE
         features = np.stack([self._features(job.audio, window) for job in jobs])
         encoded = self.whisper.encode(features)
@@ -129,7 +171,8 @@ class Decoder:
             elif problem:
                 decoded.append(self._full_window(job, language, problem))
             else:
-                decoded.append(Decoded(text, language))
+                scores = {"tokens": tuple(tokens), "avg_logprob": logprob, "no_speech_prob": no_speech}
+                decoded.append(Decoded(text, language, **scores))
         return decoded
 
     def warm_up(self) -> None:
@@ -139,9 +182,9 @@ class Decoder:
         prompt = [*tokenizer.sot_sequence, tokenizer.no_timestamps]
         self.whisper.model.generate(encoded, [prompt], beam_size=self.beam_size, max_length=len(prompt) + 4)
 
-    def _full_window(self, job: Job, language: str, problem: str) -> Decoded:
-        """The standard faster-whisper pass: 30 s window, temperature fallback."""
-        _LOGGER.debug("Short window gave %s; decoding %.1f s again in the full window", problem, len(job.audio) / 16e3)
+    def _full_window(self, job: Job, language: str | None, problem: str) -> Decoded:
+        """The standard faster-whisper pass: 30 s window, temperature fallback (or the request's temperature)."""
+        _LOGGER.debug("Decoding %.1f s in the full window: %s", len(job.audio) / 16e3, problem)
         pieces, info = self.whisper.transcribe(
             job.audio,
             language=job.options.language or language,
@@ -149,9 +192,24 @@ class Decoder:
             beam_size=self.beam_size,
             initial_prompt=job.options.prompt or None,
             condition_on_previous_text=False,
+            word_timestamps=job.options.words,
+            **({"temperature": job.options.temperature} if job.options.temperature else {}),
         )
-        segments = [(piece.start, piece.end, piece.text.strip()) for piece in pieces]
-        text = " ".join(text for _, _, text in segments if text)
+        segments = [
+            Segment(
+                piece.start,
+                piece.end,
+                piece.text.strip(),
+                tuple(piece.tokens),
+                piece.avg_logprob,
+                piece.compression_ratio,
+                piece.no_speech_prob,
+                piece.temperature or 0.0,
+                tuple(Word(word.start, word.end, word.word) for word in piece.words or ()),
+            )
+            for piece in pieces
+        ]
+        text = " ".join(segment.text for segment in segments if segment.text)
         return Decoded(text, info.language, segments, retried=problem)
 
     def _features(self, audio: np.ndarray, window: int) -> np.ndarray:
@@ -191,8 +249,14 @@ def _problem(text: str, tokens: int, limit: int, logprob: float) -> str | None:
         return "empty text"
     if tokens >= limit:
         return "a text too long for the audio"
-    if len(text.encode()) / len(zlib.compress(text.encode())) > _MAX_COMPRESSION or _REPEAT.search(text):
+    if compression_ratio(text) > _MAX_COMPRESSION or _REPEAT.search(text):
         return "a repetition loop"
     if logprob < _MIN_LOGPROB:
         return "an unlikely text"
     return None
+
+
+def compression_ratio(text: str) -> float:
+    """How well the text compresses (gzip, as Whisper measures it): high for a repetition loop."""
+    data = text.encode()
+    return len(data) / len(zlib.compress(data)) if data else 0.0

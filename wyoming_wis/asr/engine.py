@@ -26,17 +26,10 @@ from ..errors import UnsupportedLanguage
 from ..runtime import Runtime
 from ..scheduler import Scheduler
 from .batcher import Batcher
-from .decoder import Decoded, Decoder, Job, Options
+from .decoder import Decoded, Decoder, Job, Options, Segment, Word, compression_ratio
 from .vad import Piece, SpeechDetector
 
 _LOGGER = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Segment:
-    start: float
-    end: float
-    text: str
 
 
 @dataclass(frozen=True)
@@ -46,6 +39,11 @@ class Transcript:
     duration: float  # seconds of audio
     segments: list[Segment] = field(default_factory=list)
 
+    @property
+    def words(self) -> list[Word]:
+        """Every word with its time; empty unless the request asked for word times."""
+        return [word for segment in self.segments for word in segment.words]
+
 
 @dataclass(frozen=True)
 class Bias:
@@ -54,14 +52,14 @@ class Bias:
     initial_prompt: str | None = None
     hotwords: tuple[str, ...] = ()
 
-    def prompt(self, names: Sequence[str] = (), terms: Sequence[str] = ()) -> str:
-        """Prompt text: the initial prompt, then terms, then names.
+    def prompt(self, names: Sequence[str] = (), terms: Sequence[str] = (), text: str | None = None) -> str:
+        """Prompt text: the initial prompt, the request's own text, then terms, then names.
 
         Names go last because the prompt is cut from the front when too long,
         and names (Home Assistant's devices and areas) matter most.
         """
         words = list(dict.fromkeys(word.strip() for word in [*terms, *self.hotwords, *names] if word.strip()))
-        parts = [self.initial_prompt.strip()] if self.initial_prompt and self.initial_prompt.strip() else []
+        parts = [part.strip() for part in (self.initial_prompt, text) if part and part.strip()]
         if words:
             parts.append(", ".join(words) + ".")
         return " ".join(parts)
@@ -136,12 +134,16 @@ class WhisperEngine:
         names: Sequence[str] = (),
         terms: Sequence[str] = (),
         task: str | None = None,
+        prompt: str | None = None,
+        words: bool = False,
+        temperature: float = 0.0,
     ) -> Options:
-        """How to decode a request, with the server's bias and the request's own names and terms."""
+        """How to decode a request, with the server's bias, the request's own names and terms, and its prompt."""
         task = task or self.task
         if task == "translate" and not self.multilingual:
             task = "transcribe"  # an English-only model has nothing to translate
-        return Options(self.language(language), task, self.bias.prompt(names, terms))
+        prompt = self.bias.prompt(names, terms, prompt)
+        return Options(self.language(language), task, prompt, words=words, temperature=temperature)
 
     @property
     def idle(self) -> bool:
@@ -222,9 +224,19 @@ def _transcript(pieces: list[Piece], decoded: list[Decoded], samples: int, optio
     for (start, end), result in zip(pieces, decoded, strict=True):
         offset = start / WHISPER_RATE
         if result.segments:  # timed by the full-window pass
-            segments += [Segment(offset + s, offset + e, text) for s, e, text in result.segments if text]
+            segments += [segment.shifted(offset) for segment in result.segments if segment.text]
         elif result.text:
-            segments.append(Segment(offset, end / WHISPER_RATE, result.text))
+            segments.append(
+                Segment(
+                    offset,
+                    end / WHISPER_RATE,
+                    result.text,
+                    result.tokens,
+                    result.avg_logprob,
+                    compression_ratio(result.text),
+                    result.no_speech_prob,
+                )
+            )
     language = next((result.language for result in decoded if result.text), options.language)
     return Transcript(" ".join(segment.text for segment in segments), language, samples / WHISPER_RATE, segments)
 

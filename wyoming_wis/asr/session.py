@@ -74,10 +74,19 @@ class AsrSession:
         if self._converter is None or self._converter.source != audio_format:
             self._flush()
             self._converter = PcmConverter(audio_format)
-        self.seconds += audio_format.seconds(len(pcm))
+        self._add(audio_format.seconds(len(pcm)), lambda: self._converter.convert(pcm))  # type: ignore[union-attr]
+
+    def feed_samples(self, samples: np.ndarray) -> None:
+        """Add audio already at 16 kHz mono float32 (a decoded file), with no conversion on the event loop."""
+        self._flush()
+        self._add(len(samples) / WHISPER_RATE, lambda: samples)
+
+    def _add(self, seconds: float, samples: Callable[[], np.ndarray]) -> None:
+        """Count the audio against the limit before converting it, then keep it and wake the follower."""
+        self.seconds += seconds
         if self.seconds > self.max_seconds:
             raise AudioTooLong(f"Audio is longer than the limit of {self.max_seconds:g} seconds")
-        self._append(self._converter.convert(pcm))
+        self._append(samples())
         if self._first_audio is None:
             self._first_audio = time.monotonic()
         if self._on_text is not None and self._follower is None:

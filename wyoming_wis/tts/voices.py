@@ -152,6 +152,11 @@ class VoiceRegistry:
             self._voices, self._openai = voices, openai
             _LOGGER.info("Voices: %s", ", ".join(voices))
 
+    @property
+    def openai_names(self) -> dict[str, str]:
+        """OpenAI voice names and the voice each one means."""
+        return dict(self._openai)
+
     def taken(self, name: str) -> bool:
         """Whether a name already leads to a voice (OpenAI names included)."""
         return name in self._voices or name.lower() in self._openai

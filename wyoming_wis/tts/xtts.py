@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import importlib
-import io
 import json
 import logging
 import os
@@ -36,7 +35,6 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-import av
 import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
@@ -44,7 +42,7 @@ from sentence_stream import SentenceBoundaryDetector
 from TTS.tts.configs.xtts_config import XttsConfig
 from TTS.tts.models.xtts import Xtts
 
-from ..audio import AudioFormat
+from ..audio import AudioFormat, decode_file
 from ..catalog import Found
 from ..errors import BadAudio, BadRequest, StartupError, TextTooLong, UnknownSpeaker, UnsupportedLanguage
 from ..runtime import Runtime
@@ -211,9 +209,7 @@ class XttsEngine:
         """
         code = self.language(language)
         pipe = _Pipe(asyncio.get_running_loop(), STREAM_QUEUE_PIECES)
-        job = asyncio.ensure_future(
-            self.scheduler.run(self._stream_sync, pipe, text, voice, code, params, pace=pace)
-        )
+        job = asyncio.ensure_future(self.scheduler.run(self._stream_sync, pipe, text, voice, code, params, pace=pace))
         job.add_done_callback(lambda _: pipe.finish())
         try:
             while (piece := await pipe.receive()) is not None:
@@ -559,30 +555,13 @@ def _check_reference_size(audio: bytes) -> None:
 def _decode(audio: bytes, rate: int) -> np.ndarray:
     """Any file PyAV reads, as mono float32 at `rate`, checked for length and silence."""
     _check_reference_size(audio)
-    limit = int(MAX_REFERENCE_SECONDS * rate)
-    pieces: list[np.ndarray] = []
-    count = 0
-    try:
-        with av.open(io.BytesIO(audio), mode="r") as container:
-            if not container.streams.audio:
-                raise BadAudio("The reference has no audio stream")
-            resampler = av.AudioResampler(format="flt", layout="mono", rate=rate)
-            for frame in container.decode(container.streams.audio[0]):
-                for out in resampler.resample(frame):
-                    pieces.append(out.to_ndarray()[0].copy())
-                    count += out.samples
-                if count > limit:  # stop early: a small file may hold hours of audio
-                    raise BadAudio(
-                        f"The reference audio is longer than {MAX_REFERENCE_SECONDS:.0f} s; "
-                        f"use {MIN_REFERENCE_SECONDS:.0f}-{MAX_REFERENCE_SECONDS:.0f} s of clear speech"
-                    )
-            pieces.extend(out.to_ndarray()[0].copy() for out in resampler.resample(None))
-    except (av.FFmpegError, ValueError, IndexError) as err:
-        raise BadAudio(f"Cannot read the reference audio: {err}") from err
-    samples = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.float32)
+    samples = decode_file(audio, rate, MAX_REFERENCE_SECONDS, "reference audio")
     seconds = len(samples) / rate
     if seconds > MAX_REFERENCE_SECONDS:
-        raise BadAudio(f"The reference audio is {seconds:.1f} s; the limit is {MAX_REFERENCE_SECONDS:.0f} s")
+        raise BadAudio(
+            f"The reference audio is longer than {MAX_REFERENCE_SECONDS:.0f} s; "
+            f"use {MIN_REFERENCE_SECONDS:.0f}-{MAX_REFERENCE_SECONDS:.0f} s of clear speech"
+        )
     if seconds < MIN_REFERENCE_SECONDS:
         raise BadAudio(
             f"The reference audio is {seconds:.1f} s; XTTS needs at least {MIN_REFERENCE_SECONDS:.0f} s of speech"

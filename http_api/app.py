@@ -1,0 +1,56 @@
+"""The aiohttp application: one per process, on the same Core as the Wyoming server.
+
+Routes come in tables, one per area (`openai_*`, `operations`). Decoding and
+encoding audio run in a bounded pool of worker threads, never on the event loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+from aiohttp import web
+
+from wyoming_wis.config import Settings
+from wyoming_wis.core import Core
+
+from . import openai_models, openai_speech, openai_transcriptions, operations
+from .errors import openai_errors
+from .state import CODEC_THREADS, LOADED, Loaded
+
+_LOGGER = logging.getLogger(__name__)
+
+
+def make_app(settings: Settings, core: Core | None = None) -> web.Application:
+    """The HTTP frontend; it answers 503 until it has a `core` (see `loaded`).
+
+    Uploads larger than --max-upload-mb are refused with 413.
+    """
+    app = web.Application(client_max_size=int(settings.max_upload_mb * 1024 * 1024), middlewares=[openai_errors])
+    app[LOADED] = Loaded(core)
+    app[CODEC_THREADS] = ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="http-codec")
+    app.add_routes(openai_transcriptions.routes)
+    app.add_routes(openai_speech.routes)
+    app.add_routes(openai_models.routes)
+    app.add_routes(operations.routes)
+    app.on_cleanup.append(_stop_threads)
+    return app
+
+
+async def _stop_threads(app: web.Application) -> None:
+    app[CODEC_THREADS].shutdown(wait=False, cancel_futures=True)
+
+
+def loaded(app: web.Application, core: Core) -> None:
+    """The models are loaded: from now on requests are served."""
+    app[LOADED].core = core
+
+
+async def start(app: web.Application, host: str, port: int) -> web.AppRunner:
+    """Serve `app` until the returned runner is cleaned up."""
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, host, port).start()
+    _LOGGER.info("HTTP API listening on http://%s:%s", host, port)
+    return runner

@@ -1,0 +1,93 @@
+"""Errors in OpenAI's envelope, `{"error": {"message", "type", "param", "code"}}`, with the right status.
+
+Every error an HTTP client sees goes through here: the core's WisError codes,
+aiohttp's own (unknown route, body too large) and the fields this frontend checks.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+
+from wyoming_wis.errors import WisError
+
+_LOGGER = logging.getLogger(__name__)
+RETRY_AFTER_SECONDS = 1
+
+# core error code -> HTTP status and the request field it is about
+_STATUS = {
+    "bad-request": 400,
+    "unknown-model": 404,
+    "unknown-voice": 404,
+    "unknown-speaker": 404,
+    "unsupported-language": 400,
+    "unsupported-audio-format": 415,
+    "bad-audio": 415,
+    "audio-too-long": 400,
+    "text-too-long": 400,
+    "busy": 429,
+}
+_PARAM = {
+    "unknown-model": "model",
+    "unknown-voice": "voice",
+    "unknown-speaker": "speaker",
+    "unsupported-language": "language",
+    "unsupported-audio-format": "file",
+    "bad-audio": "file",
+    "audio-too-long": "file",
+    "text-too-long": "input",
+}
+
+
+class ApiError(Exception):
+    """An answer other than success, in OpenAI's shape."""
+
+    def __init__(self, status: int, message: str, param: str | None = None, code: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.param = param
+        self.code = code
+
+    @property
+    def type(self) -> str:
+        return "server_error" if self.status >= 500 else "invalid_request_error"
+
+    def body(self) -> dict[str, object]:
+        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+
+    def response(self) -> web.Response:
+        headers = {"Retry-After": str(RETRY_AFTER_SECONDS)} if self.status in (429, 503) else None
+        return web.json_response(self.body(), status=self.status, headers=headers)
+
+    @classmethod
+    def from_wis(cls, err: WisError) -> ApiError:
+        return cls(_STATUS.get(err.code, 500), err.message, _PARAM.get(err.code), err.code)
+
+
+def bad_field(param: str, message: str) -> ApiError:
+    """400 naming the field that is wrong."""
+    return ApiError(400, message, param, "invalid_value")
+
+
+@web.middleware
+async def openai_errors(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    """Turn every failure before the answer starts into the envelope; log what nobody expected."""
+    try:
+        return await handler(request)
+    except ApiError as err:
+        return err.response()
+    except WisError as err:
+        return ApiError.from_wis(err).response()
+    except web.HTTPException as err:
+        if err.status < 400:
+            raise
+        param = "file" if err.status == 413 else None
+        return ApiError(err.status, err.text or err.reason, param, err.reason.lower().replace(" ", "_")).response()
+    except Exception:
+        _LOGGER.exception("Unexpected error in %s %s", request.method, request.path)
+        return ApiError(500, "Internal error; see the server log", None, "internal_error").response()

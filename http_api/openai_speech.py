@@ -1,0 +1,120 @@
+"""POST /v1/audio/speech, as OpenAI's audio API defines it, plus `speaker`, `language` and `cache`.
+
+Speech is sent as it is made, in the asked format (encoded with PyAV in a codec
+thread): as chunked bytes, or as Server-Sent Events with base64 audio. Every field,
+the voice, and the engine's first piece of audio are settled before the first byte,
+so a mistake or a busy engine is an ordinary error answer, never a broken stream.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import aclosing
+from typing import Any
+
+from aiohttp import web
+
+from wyoming_wis.audio import ENCODINGS, Encoder
+from wyoming_wis.tts.stream import Piece
+
+from . import fields
+from .errors import ApiError, bad_field
+from .sse import EventStream
+from .state import core_of, in_thread
+
+_LOGGER = logging.getLogger(__name__)
+routes = web.RouteTableDef()
+
+MAX_INPUT = 4096  # characters, as OpenAI allows
+OPENAI_TTS_MODELS = ("tts-1", "tts-1-hd", "gpt-4o-mini-tts")  # any of these: the voice decides
+STREAM_FORMATS = ("audio", "sse")
+
+
+@routes.post("/v1/audio/speech")
+async def speech(request: web.Request) -> web.StreamResponse:
+    body = await _json(request)
+    core = core_of(request)
+    model = fields.text(body.get("model"), "model")
+    text = body.get("input")
+    if not isinstance(text, str) or not text.strip():
+        raise bad_field("input", "'input' is required: the text to speak")
+    if len(text) > MAX_INPUT:
+        raise bad_field("input", f"'input' is {len(text)} characters; the limit is {MAX_INPUT}")
+    voice = body.get("voice")
+    if isinstance(voice, dict):  # OpenAI's custom voice object
+        voice = voice.get("id")
+    response_format = fields.choice(body.get("response_format"), "response_format", tuple(ENCODINGS), "mp3")
+    stream_format = fields.choice(body.get("stream_format"), "stream_format", STREAM_FORMATS, "audio")
+    speed = fields.number(body.get("speed"), "speed", 0.25, 4.0)
+    await core.refresh_voices()
+    if model and model not in OPENAI_TTS_MODELS and not core.voices.taken(model):
+        raise ApiError(
+            404,
+            f"Unknown speech model {model!r} (use {', '.join(OPENAI_TTS_MODELS)} or a voice)",
+            "model",
+            "model_not_found",
+        )
+    stream = await core.speech_stream(
+        fields.text(voice, "voice"),
+        fields.text(body.get("speaker"), "speaker"),
+        fields.text(body.get("language"), "language"),
+        speed,
+        fields.boolean(body.get("cache"), "cache", True),
+    )
+    stream.write(text)
+    stream.close()
+    pieces = aiter(stream)
+    first = await anext(pieces, None)  # a busy engine fails here, before any answer
+    encoder = await in_thread(request, Encoder, response_format, stream.format)  # opens a codec: not on the loop
+    async with aclosing(_encoded(request, encoder, first, pieces)) as audio:
+        if stream_format == "sse":
+            return await _send_events(request, audio, len(text))
+        response = web.StreamResponse(headers={"Content-Type": encoder.media_type})
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        try:
+            async for data in audio:
+                await response.write(data)
+            await response.write_eof()
+        except ConnectionError:
+            _LOGGER.debug("The client left during speech")  # leaving aclosing stops the synthesis
+        return response
+
+
+async def _json(request: web.Request) -> dict[str, Any]:
+    try:
+        body = await request.json()
+    except (ValueError, UnicodeDecodeError) as err:
+        raise ApiError(400, f"The body must be a JSON object: {err}", None, "bad_json") from err
+    if not isinstance(body, dict):
+        raise ApiError(400, "The body must be a JSON object", None, "bad_json")
+    return body
+
+
+async def _encoded(
+    request: web.Request, encoder: Encoder, first: Piece | None, pieces: AsyncGenerator[Piece, None]
+) -> AsyncGenerator[bytes, None]:
+    """The file, piece by piece as the speech is made; the encoder works in a codec thread."""
+    piece = first
+    try:
+        while piece is not None:
+            if piece.audio and (data := await in_thread(request, encoder.encode, piece.audio)):
+                yield data
+            piece = await anext(pieces, None)
+        if data := await in_thread(request, encoder.finish):
+            yield data
+    finally:
+        await pieces.aclose()  # a client gone mid-stream stops the synthesis
+
+
+async def _send_events(request: web.Request, audio: AsyncIterator[bytes], characters: int) -> web.StreamResponse:
+    events = EventStream(request)
+    async for data in audio:
+        await events.send({"type": "speech.audio.delta", "audio": base64.b64encode(data).decode()})
+        if events.gone:
+            break
+    usage = {"input_tokens": characters, "output_tokens": 0, "total_tokens": characters}  # characters, not tokens
+    await events.send({"type": "speech.audio.done", "usage": usage})
+    return await events.end()

@@ -1,0 +1,111 @@
+"""POST /v1/audio/transcriptions and /v1/audio/translations, as OpenAI's audio API defines them.
+
+The uploaded file is decoded (any format PyAV reads) in a codec thread and fed to
+an ASR session, like any other audio arriving; everything a client can get wrong
+is refused before decoding starts, and before the first byte of a streamed answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from aiohttp import web
+from multidict import MultiDictProxy
+
+from wyoming_wis.asr import AsrSession
+from wyoming_wis.audio import WHISPER_RATE, decode_file
+
+from . import fields, transcript_formats
+from .errors import ApiError, bad_field
+from .sse import EventStream
+from .state import core_of, in_thread
+
+routes = web.RouteTableDef()
+
+OPENAI_ASR_MODEL = "whisper-1"  # means our default model
+GRANULARITIES = ("segment", "word")
+MIN_SECONDS = 0.1  # OpenAI's own minimum
+
+
+@routes.post("/v1/audio/transcriptions")
+async def transcriptions(request: web.Request) -> web.StreamResponse:
+    return await _transcribe(request, "transcribe")
+
+
+@routes.post("/v1/audio/translations")
+async def translations(request: web.Request) -> web.StreamResponse:
+    return await _transcribe(request, "translate")
+
+
+async def _transcribe(request: web.Request, task: str) -> web.StreamResponse:
+    form = await _form(request)
+    upload = form.get("file")
+    if not isinstance(upload, web.FileField):
+        raise bad_field("file", "'file' is required: the audio, as a file in multipart/form-data")
+    model = fields.text(form.get("model"), "model")
+    response_format = fields.choice(form.get("response_format"), "response_format", transcript_formats.FORMATS, "json")
+    temperature = fields.number(form.get("temperature"), "temperature", 0.0, 1.0) or 0.0
+    granularities = form.getall("timestamp_granularities[]", []) + form.getall("timestamp_granularities", [])
+    for granularity in granularities:
+        if granularity not in GRANULARITIES:
+            raise bad_field("timestamp_granularities[]", f"must be segment or word; got {granularity!r}")
+    if granularities and response_format != "verbose_json":
+        raise bad_field("timestamp_granularities[]", "timestamp_granularities[] needs response_format verbose_json")
+    words = "word" in granularities
+    stream = fields.boolean(form.get("stream"), "stream", False)
+    events = EventStream(request) if stream else None
+
+    async def on_text(delta: str) -> None:
+        assert events is not None
+        await events.send({"type": "transcript.text.delta", "delta": delta})
+
+    core = core_of(request)
+    session = core.asr_session(
+        None if model in (None, OPENAI_ASR_MODEL) else model,
+        fields.text(form.get("language"), "language"),
+        on_text=on_text if stream else None,
+        task=task,
+        prompt=fields.text(form.get("prompt"), "prompt"),
+        words=words,
+        temperature=temperature,
+    )
+    try:
+        await _feed(request, session, upload.file.read)
+        transcript = await session.finish()
+    finally:
+        session.close()
+    if events is not None:
+        if events.response is None and transcript.text:  # partial results are off: all of it at once
+            await on_text(transcript.text)
+        done: dict[str, Any] = {"type": "transcript.text.done", "text": transcript.text}
+        await events.send(done | {"usage": transcript_formats.usage(transcript)})
+        return await events.end()
+    return transcript_formats.response(transcript, response_format, task, words)
+
+
+async def _form(request: web.Request) -> MultiDictProxy[str | bytes | web.FileField]:
+    if request.content_type != "multipart/form-data":
+        raise ApiError(
+            415, f"Send multipart/form-data (got {request.content_type or 'no content type'})", None, "bad_content_type"
+        )
+    try:
+        return await request.post()
+    except ValueError as err:
+        raise ApiError(400, f"Malformed multipart body: {err}", None, "bad_multipart") from err
+
+
+async def _feed(request: web.Request, session: AsrSession, read: Callable[[], bytes]) -> None:
+    """Decode the upload in a codec thread and give the session all of it."""
+    max_seconds = session.max_seconds
+
+    def decode() -> np.ndarray:
+        return decode_file(read(), WHISPER_RATE, max_seconds, "file")
+
+    samples = await in_thread(request, decode)
+    if len(samples) < MIN_SECONDS * WHISPER_RATE:
+        raise ApiError(
+            400, f"Audio file is too short. Minimum audio length is {MIN_SECONDS} seconds.", "file", "audio_too_short"
+        )
+    session.feed_samples(samples)

@@ -1,0 +1,252 @@
+"""The OpenAI audio API over HTTP, through the official `openai` SDK, on the shared server."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import re
+import time
+from pathlib import Path
+
+import av
+import httpx
+import numpy as np
+import openai
+import pytest
+from helpers import CORPUS, Server, normalise, wer
+
+SHORT = CORPUS / "LJ001-0004.flac"  # 5.1 s
+SHORT_TEXT = (CORPUS / "LJ001-0004.txt").read_text().strip()
+SPOKEN = "The kitchen lights are on, and the front door is locked."
+
+
+@pytest.fixture(scope="module")
+def client(server: Server) -> openai.OpenAI:
+    return openai.OpenAI(base_url=server.http_url + "/v1", api_key="unused", max_retries=0, timeout=120)
+
+
+def transcribe(client: openai.OpenAI, path: Path = SHORT, **fields: object) -> object:
+    with path.open("rb") as file:
+        return client.audio.transcriptions.create(file=file, **{"model": "whisper-1", **fields})  # type: ignore[call-overload]
+
+
+def decode(data: bytes) -> tuple[np.ndarray, int]:
+    """Mono float samples and their rate, from any file PyAV reads."""
+    with av.open(io.BytesIO(data)) as container:
+        stream = container.streams.audio[0]
+        rate = stream.rate
+        resampler = av.AudioResampler(format="flt", layout="mono", rate=rate)
+        samples = [out.to_ndarray()[0] for frame in container.decode(stream) for out in resampler.resample(frame)]
+    return np.concatenate(samples), rate
+
+
+def assert_speech(samples: np.ndarray, rate: int) -> None:
+    """About as long as the sentence takes to say, and not silence."""
+    seconds = len(samples) / rate
+    assert 1.5 < seconds < 8, seconds
+    assert float(np.sqrt(np.mean(samples**2))) > 0.02
+
+
+# -- transcription -----------------------------------------------------------------
+
+
+def test_json_is_the_text_and_the_seconds_of_audio(client: openai.OpenAI) -> None:
+    result = transcribe(client)
+    assert wer([SHORT_TEXT], [result.text]) < 0.15, result.text
+    assert result.usage.type == "duration" and result.usage.seconds == pytest.approx(5.14, abs=0.05)
+
+
+def test_text_srt_and_vtt_are_plain_bodies(client: openai.OpenAI) -> None:
+    text = transcribe(client, response_format="text")
+    assert isinstance(text, str) and wer([SHORT_TEXT], [text]) < 0.15, text
+    srt = transcribe(client, response_format="srt", model="tiny.en")
+    blocks = re.findall(r"(\d+)\n(\d\d:\d\d:\d\d,\d{3}) --> (\d\d:\d\d:\d\d,\d{3})\n(.+)\n\n", srt)
+    assert blocks and blocks[0][0] == "1" and blocks[0][1] < blocks[0][2], srt
+    assert wer([SHORT_TEXT], [" ".join(block[3] for block in blocks)]) < 0.2, srt
+    vtt = transcribe(client, response_format="vtt", model="tiny.en")
+    assert vtt.startswith("WEBVTT\n\n"), vtt
+    cues = re.findall(r"(\d\d:\d\d:\d\d\.\d{3}) --> (\d\d:\d\d:\d\d\.\d{3})\n(.+)\n\n", vtt)
+    assert cues and wer([SHORT_TEXT], [" ".join(cue[2] for cue in cues)]) < 0.2, vtt
+
+
+def test_verbose_json_has_segments_with_every_field_and_words_on_request(client: openai.OpenAI) -> None:
+    plain = transcribe(client, response_format="verbose_json")
+    assert plain.language == "en" and plain.duration == pytest.approx(5.14, abs=0.05)
+    assert plain.words is None
+    segment = plain.segments[0]
+    assert segment.id == 0 and 0 <= segment.start < segment.end <= plain.duration + 0.01
+    assert segment.tokens and all(isinstance(token, int) for token in segment.tokens)
+    assert -1.5 < segment.avg_logprob <= 0 and 0 <= segment.no_speech_prob <= 1
+    assert segment.compression_ratio > 0 and segment.temperature == 0
+    assert plain.model_extra["task"] == "transcribe"
+
+    timed = transcribe(client, response_format="verbose_json", timestamp_granularities=["word", "segment"])
+    words = timed.words
+    assert len(words) == pytest.approx(len(SHORT_TEXT.split()), abs=2), words
+    assert all(w.start <= w.end for w in words) and [w.start for w in words] == sorted(w.start for w in words)
+    assert words[-1].end <= timed.duration + 0.01 and words[-1].end > 3
+    assert normalise(" ".join(w.word for w in words)) == normalise(timed.text)
+    assert timed.segments and timed.segments[0].text
+
+
+def test_a_temperature_samples_at_that_temperature(client: openai.OpenAI) -> None:
+    result = transcribe(client, response_format="verbose_json", temperature=0.6)
+    assert {segment.temperature for segment in result.segments} == {0.6}
+    assert wer([SHORT_TEXT], [result.text]) < 0.5, result.text
+
+
+def test_translation_is_english(client: openai.OpenAI) -> None:
+    with SHORT.open("rb") as file:
+        result = client.audio.translations.create(file=file, model="whisper-1", response_format="verbose_json")
+    assert result.language == "english" and result.model_extra["task"] == "translate"
+    assert wer([SHORT_TEXT], [result.text]) < 0.2, result.text
+
+
+def test_streamed_transcription_sends_deltas_then_the_whole_text(client: openai.OpenAI) -> None:
+    events = list(transcribe(client, stream=True))
+    assert [event.type for event in events[:-1]] == ["transcript.text.delta"] * (len(events) - 1)
+    done = events[-1]
+    assert done.type == "transcript.text.done" and len(events) >= 2
+    assert "".join(event.delta for event in events[:-1]) == done.text
+    assert wer([SHORT_TEXT], [done.text]) < 0.15
+
+
+# -- speech ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("response_format", ["mp3", "opus", "aac", "flac", "wav", "pcm"])
+def test_speech_in_every_format(client: openai.OpenAI, response_format: str) -> None:
+    response = client.audio.speech.create(model="tts-1", voice="alloy", input=SPOKEN, response_format=response_format)
+    data = response.read()
+    if response_format == "pcm":  # raw 16-bit mono at 24 kHz, as OpenAI sends it
+        samples, rate = np.frombuffer(data, dtype="<i2").astype(np.float32) / 32768, 24000
+    else:
+        samples, rate = decode(data)
+        assert rate == (48000 if response_format == "opus" else 24000)  # Opus always decodes at 48 kHz
+    assert_speech(samples, rate)
+
+
+def test_speech_says_the_words(client: openai.OpenAI) -> None:
+    """Spoken, then heard: the text survives the round trip through both APIs."""
+    audio = client.audio.speech.create(model="tts-1", voice="en_US-joe-medium", input=SPOKEN, speed=1.2).read()
+    heard = client.audio.transcriptions.create(file=("speech.mp3", audio), model="whisper-1")
+    assert wer([SPOKEN], [heard.text]) < 0.2, heard.text
+
+
+def test_streamed_wav_has_one_header_with_open_ended_sizes(client: openai.OpenAI) -> None:
+    with client.audio.speech.with_streaming_response.create(
+        model="tts-1", voice="alloy", input=SPOKEN + " Goodbye.", response_format="wav", extra_body={"cache": False}
+    ) as response:
+        assert response.headers["content-type"] == "audio/wav"
+        assert "chunked" in response.headers.get("transfer-encoding", "")
+        data = b"".join(response.iter_bytes())
+    assert data[:4] == b"RIFF" and data[4:8] == b"\xff\xff\xff\xff"
+    assert data.count(b"RIFF") == 1 and data[data.index(b"data") + 4 :][:4] == b"\xff\xff\xff\xff"
+    samples = np.frombuffer(data[data.index(b"data") + 8 :], dtype="<i2").astype(np.float32) / 32768
+    assert_speech(samples, 24000)
+
+
+def test_speech_as_server_sent_events(client: openai.OpenAI) -> None:
+    response = client.audio.speech.create(
+        model="tts-1", voice="alloy", input=SPOKEN, response_format="mp3", extra_body={"stream_format": "sse"}
+    )
+    assert response.response.headers["content-type"] == "text/event-stream"
+    events = [json.loads(line[6:]) for line in response.text.splitlines() if line.startswith("data: ")]
+    assert [event["type"] for event in events[:-1]] == ["speech.audio.delta"] * (len(events) - 1)
+    assert events[-1]["type"] == "speech.audio.done" and events[-1]["usage"]["input_tokens"] > 0
+    assert_speech(*decode(b"".join(base64.b64decode(event["audio"]) for event in events[:-1])))
+
+
+def test_models_and_voices(client: openai.OpenAI, server: Server) -> None:
+    ids = [model.id for model in client.models.list()]
+    assert {"base", "tiny.en", "whisper-1", "tts-1"} <= set(ids)
+    assert client.models.retrieve("tiny.en").id == "tiny.en"
+    voices = httpx.get(server.http_url + "/v1/audio/voices").json()
+    assert "en_US-joe-medium" in [voice["id"] for voice in voices["voices"]]
+    assert voices["openai"]["alloy"] == "en_US-joe-medium"
+
+
+def test_health_reports_every_model(server: Server) -> None:
+    health = httpx.get(server.http_url + "/health")
+    assert health.status_code == 200
+    body = health.json()
+    assert body["status"] == "ok" and body["asr"]["base"]["state"] == "loaded" and "tiny.en" in body["asr"]
+    assert "en_US-joe-medium" in body["tts"]
+    assert httpx.head(server.http_url + "/health").status_code == 200
+
+
+# -- errors ------------------------------------------------------------------------
+
+
+def error_of(err: openai.APIStatusError) -> dict[str, object]:
+    body = err.response.json()
+    assert set(body) == {"error"} and set(body["error"]) == {"message", "type", "param", "code"}, body
+    return body["error"]
+
+
+@pytest.mark.parametrize(
+    ("fields", "status", "param"),
+    [
+        ({"voice": "nobody"}, 404, "voice"),
+        ({"model": "no-such-model"}, 404, "model"),
+        ({"speed": 5}, 400, "speed"),
+        ({"response_format": "ogg"}, 400, "response_format"),
+        ({"input": "x" * 4097}, 400, "input"),
+        ({"input": ""}, 400, "input"),
+        ({"stream_format": "video"}, 400, "stream_format"),
+    ],
+)
+def test_speech_errors(client: openai.OpenAI, fields: dict[str, object], status: int, param: str) -> None:
+    request = {"model": "tts-1", "voice": "alloy", "input": "Hello.", **fields}
+    with pytest.raises(openai.APIStatusError) as caught:
+        client.audio.speech.create(**request)  # type: ignore[arg-type]
+    assert caught.value.status_code == status
+    error = error_of(caught.value)
+    assert error["param"] == param and error["type"] == "invalid_request_error" and error["message"]
+
+
+@pytest.mark.parametrize(
+    ("file", "fields", "status", "param"),
+    [
+        (("noise.mp3", b"certainly not audio" * 100), {}, 415, "file"),
+        (("silence.wav", b""), {}, 415, "file"),
+        (SHORT, {"model": "large-v9"}, 404, "model"),
+        (SHORT, {"model": "tiny.en", "language": "de"}, 400, "language"),
+        (SHORT, {"response_format": "docx"}, 400, "response_format"),
+        (SHORT, {"temperature": 3}, 400, "temperature"),
+        (SHORT, {"timestamp_granularities": ["word"]}, 400, "timestamp_granularities[]"),
+    ],
+)
+def test_transcription_errors(client: openai.OpenAI, file: object, fields: dict, status: int, param: str) -> None:
+    upload = file.open("rb") if isinstance(file, Path) else file
+    with pytest.raises(openai.APIStatusError) as caught:
+        client.audio.transcriptions.create(file=upload, **{"model": "whisper-1", **fields})
+    assert caught.value.status_code == status
+    assert error_of(caught.value)["param"] == param
+
+
+def test_requests_that_are_not_what_the_route_takes(server: Server) -> None:
+    url = server.http_url + "/v1/audio"
+    not_json = httpx.post(url + "/speech", content=b"{oops", headers={"Content-Type": "application/json"})
+    assert not_json.status_code == 400 and not_json.json()["error"]["code"] == "bad_json"
+    not_form = httpx.post(url + "/transcriptions", json={"file": "x"})
+    assert not_form.status_code == 415 and "multipart/form-data" in not_form.json()["error"]["message"]
+    no_file = httpx.post(url + "/transcriptions", files={"model": (None, "whisper-1")})
+    assert no_file.status_code == 400 and no_file.json()["error"]["param"] == "file"
+    assert httpx.get(server.http_url + "/v1/nothing").json()["error"]["code"] == "not_found"
+
+
+def test_a_client_that_leaves_mid_speech_is_no_error(server: Server) -> None:
+    """The synthesis stops and nothing is logged as an error (the shared server's log is checked at the end)."""
+    long_text = " ".join(f"This is sentence number {n} of a long reply nobody will hear." for n in range(30))
+    body = {"model": "tts-1", "voice": "alloy", "input": long_text, "response_format": "wav", "cache": False}
+    url = server.http_url + "/v1/audio/speech"
+    for stream_format in ("audio", "sse"):
+        with httpx.stream("POST", url, json=body | {"stream_format": stream_format}) as response:
+            assert response.status_code == 200
+            assert next(response.iter_bytes())  # the first audio, then hang up
+    deadline = time.monotonic() + 10
+    while httpx.get(server.http_url + "/health").json()["tts"]["en_US-joe-medium"]["pending"]:
+        assert time.monotonic() < deadline, "synthesis went on for a client that left"
+        time.sleep(0.1)
