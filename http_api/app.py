@@ -1,6 +1,6 @@
 """The aiohttp application: one per process, on the same Core as the Wyoming server.
 
-Routes come in tables, one per area (`openai_*`, `operations`). Decoding and
+Routes come in tables, one per area (`openai_*`, `willow`, `operations`). Decoding and
 encoding audio run in a bounded pool of worker threads, never on the event loop.
 """
 
@@ -15,7 +15,7 @@ from aiohttp import web
 from wyoming_wis.config import Settings
 from wyoming_wis.core import Core
 
-from . import openai_models, openai_speech, openai_transcriptions, operations
+from . import openai_models, openai_speech, openai_transcriptions, operations, willow
 from .errors import openai_errors
 from .state import CODEC_THREADS, LOADED, Loaded
 
@@ -34,6 +34,7 @@ def make_app(settings: Settings, core: Core | None = None) -> web.Application:
     app.add_routes(openai_speech.routes)
     app.add_routes(openai_models.routes)
     app.add_routes(operations.routes)
+    app.add_routes(willow.routes)
     app.on_cleanup.append(_stop_threads)
     return app
 

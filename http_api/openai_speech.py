@@ -17,7 +17,7 @@ from typing import Any
 from aiohttp import web
 
 from wyoming_wis.audio import ENCODINGS, Encoder
-from wyoming_wis.tts.stream import Piece
+from wyoming_wis.tts.stream import Piece, SpeechStream
 
 from . import fields
 from .errors import ApiError, bad_field
@@ -65,13 +65,25 @@ async def speech(request: web.Request) -> web.StreamResponse:
     )
     stream.write(text)
     stream.close()
+    return await send_speech(request, stream, response_format, stream_format == "sse", len(text))
+
+
+async def send_speech(
+    request: web.Request, stream: SpeechStream, encoding: str, events: bool = False, characters: int = 0
+) -> web.StreamResponse:
+    """The stream's speech in `encoding`, as chunked bytes or as events, starting once its first piece is made.
+
+    Until then nothing is sent, so a busy engine is still an ordinary error answer.
+    `X-Cache` says whether that first piece came from the speech cache (HIT, MISS or BYPASS).
+    """
     pieces = aiter(stream)
     first = await anext(pieces, None)  # a busy engine fails here, before any answer
-    encoder = await in_thread(request, Encoder, response_format, stream.format)  # opens a codec: not on the loop
+    encoder = await in_thread(request, Encoder, encoding, stream.format)  # opens a codec: not on the loop
+    cache = "BYPASS" if stream.cache is None else "HIT" if stream.cache_hits else "MISS"
     async with aclosing(_encoded(request, encoder, first, pieces)) as audio:
-        if stream_format == "sse":
-            return await _send_events(request, audio, len(text))
-        response = web.StreamResponse(headers={"Content-Type": encoder.media_type})
+        if events:
+            return await _send_events(request, audio, characters)
+        response = web.StreamResponse(headers={"Content-Type": encoder.media_type, "X-Cache": cache})
         response.enable_chunked_encoding()
         await response.prepare(request)
         try:

@@ -107,6 +107,7 @@ class SpeechStream:
         self.format = voice.format  # one format for the whole stream
         self.params = params or voice.params
         self.cache = cache
+        self.cache_hits = 0  # phrases of this stream that came from the cache
         self.pace = Pace()
         self._speaker = speaker
         self._speaker_id = voice.speaker_id(speaker)  # an unknown speaker fails here, before any text
@@ -183,6 +184,7 @@ class SpeechStream:
         )
         audio = await self.cache.get(key)
         if audio is not None:
+            self.cache_hits += 1
             yield audio
             return
         pieces = []
