@@ -1,6 +1,10 @@
-"""Willow Inference Server's API, for Willow devices: text to speech and ping (speech to text: to come).
+"""Willow Inference Server's API, for Willow devices: speech to text, text to speech and ping.
 
-A Willow device plays `GET /api/tts?text=...` as it arrives, so the answer is a
+A Willow device streams what it hears to `POST /api/willow` with chunked transfer
+encoding while the user speaks; each chunk goes into the ASR session as it
+arrives, so when the last one comes only the tail is left to decode (the device
+gives up after 10 s). The format is in `x-audio-*` headers; `wav` is PCM after a
+RIFF header, which is skipped. It plays `GET /api/tts?text=...` as it arrives, so the answer is a
 WAV streamed as it is made. Parameters that older firmware sends and this server
 has no use for (`format=WAV`, `speaker=CLB`) are tolerated, as WIS does:
 `speaker` picks a voice only if one has that name.
@@ -9,11 +13,15 @@ has no use for (`format=WAV`, `speaker=CLB`) are tolerated, as WIS does:
 from __future__ import annotations
 
 import logging
+import time
 
 from aiohttp import web
 
+from wyoming_wis.audio import AudioFormat
+from wyoming_wis.errors import UnsupportedAudioFormat
+
 from . import fields
-from .errors import bad_field
+from .errors import ApiError, bad_field
 from .openai_speech import MAX_INPUT, send_speech
 from .state import core_of
 
@@ -46,3 +54,81 @@ async def tts(request: web.Request) -> web.StreamResponse:
     stream.write(text)
     stream.close()
     return await send_speech(request, stream, "wav")
+
+
+CODECS = ("pcm", "wav")  # amrwb: to come
+WAV_HEADER_MAX = 4096  # bytes of RIFF chunks before "data" that are accepted
+
+
+@routes.post("/api/willow")
+async def willow(request: web.Request) -> web.Response:
+    """Transcribe the body as it streams in; `{"language", "text"}`, with timings (ms) if `stats` is set."""
+    started = time.perf_counter()
+    core = core_of(request)
+    audio_format, codec = _device_format(request)
+    query = request.query
+    language = fields.text(query.get("force_language"), "force_language")
+    task = "translate" if fields.boolean(query.get("translate"), "translate", False) else "transcribe"
+    session = core.asr_session(query.get("model") or None, language, task=task)
+    try:
+        pcm = _PcmFramer(audio_format.bytes_per_frame, skip_wav_header=codec == "wav")
+        async for chunk in request.content.iter_any():
+            if data := pcm.take(chunk):
+                session.feed(data, audio_format)
+        received = time.perf_counter()
+        transcript = await session.finish()
+    finally:
+        session.close()
+    answer: dict[str, object] = {"language": transcript.language or language or "", "text": transcript.text}
+    if fields.boolean(query.get("stats"), "stats", False):
+        infer = time.perf_counter() - received
+        answer |= {
+            "infer_time": round(infer * 1000, 1),
+            "audio_duration": round(transcript.duration * 1000, 1),
+            "infer_speedup": round(transcript.duration / infer, 1) if infer > 0 else None,
+            "total_time": round((time.perf_counter() - started) * 1000, 1),
+        }
+    return web.json_response(answer)
+
+
+def _device_format(request: web.Request) -> tuple[AudioFormat, str]:
+    headers = request.headers
+    codec = headers.get("x-audio-codec", "pcm").lower()
+    if codec not in CODECS:
+        raise bad_field("x-audio-codec", f"x-audio-codec must be one of {', '.join(CODECS)}; got {codec!r}")
+    values = []
+    for header, default in (("x-audio-sample-rate", "16000"), ("x-audio-bits", "16"), ("x-audio-channel", "1")):
+        try:
+            values.append(int(headers.get(header, default)))
+        except ValueError:
+            raise bad_field(header, f"{header} must be a whole number; got {headers[header]!r}") from None
+    rate, bits, channels = values
+    if bits % 8:
+        raise bad_field("x-audio-bits", f"x-audio-bits must be 8, 16 or 32; got {bits}")
+    try:
+        return AudioFormat(rate, bits // 8, channels).validate(), codec
+    except UnsupportedAudioFormat as err:
+        raise ApiError(400, err.message, "x-audio-sample-rate", "unsupported_audio_format") from err
+
+
+class _PcmFramer:
+    """Whole sample frames out of body chunks that split them anywhere, after an optional RIFF header."""
+
+    def __init__(self, frame_bytes: int, skip_wav_header: bool) -> None:
+        self.frame_bytes = frame_bytes
+        self._header = skip_wav_header
+        self._rest = b""
+
+    def take(self, chunk: bytes) -> bytes:
+        data = self._rest + chunk
+        if self._header:
+            at = data.find(b"data", 12)
+            if at < 0 or len(data) < at + 8:
+                if len(data) > WAV_HEADER_MAX or (len(data) >= 4 and not data.startswith(b"RIFF")):
+                    raise bad_field("x-audio-codec", "x-audio-codec is wav but the body is not a RIFF/WAVE file")
+                self._rest = data
+                return b""
+            data, self._header = data[at + 8 :], False
+        usable = len(data) - len(data) % self.frame_bytes
+        self._rest = data[usable:]
+        return data[:usable]

@@ -1,12 +1,66 @@
-"""Willow Inference Server's API as a Willow device uses it, on the shared server (speech to text: to come)."""
+"""Willow Inference Server's API as a Willow device uses it, on the shared server."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 import uuid
+from collections.abc import AsyncIterator
 
 import httpx
-from helpers import Server
+import pytest
+from helpers import CORPUS, Server, load_audio, wav_bytes, wer
 from test_http_openai import assert_speech, decode
+
+SPOKEN = CORPUS / "LJ001-0004.flac"  # 5.1 s
+SPOKEN_TEXT = (CORPUS / "LJ001-0004.txt").read_text().strip()
+DEVICE = {"x-audio-sample-rate": "16000", "x-audio-bits": "16", "x-audio-channel": "1"}
+
+
+async def at_speaking_pace(body: bytes, piece: int = 3203) -> AsyncIterator[bytes]:
+    """The body in odd-sized pieces (samples split across them), as fast as 16 kHz 16-bit audio is spoken."""
+    for start in range(0, len(body), piece):
+        yield body[start : start + piece]
+        await asyncio.sleep(piece / 32000)
+
+
+@pytest.mark.parametrize("codec", ["pcm", "wav"])
+async def test_willow_streams_speech_in_and_answers_soon_after_the_last_chunk(server: Server, codec: str) -> None:
+    pcm = load_audio(SPOKEN)
+    body = pcm.audio if codec == "pcm" else wav_bytes(pcm)
+    async with httpx.AsyncClient(timeout=30) as client:
+        started = time.perf_counter()
+        response = await client.post(
+            server.http_url + "/api/willow?stats=true",
+            content=at_speaking_pace(body),  # an async generator: chunked transfer encoding, like the device
+            headers=DEVICE | {"x-audio-codec": codec},
+        )
+        sent = started + len(body) / 32000
+    answer = response.json()
+    assert response.status_code == 200, answer
+    assert answer["language"] == "en" and wer([SPOKEN_TEXT], [answer["text"]]) < 0.15, answer
+    assert answer["audio_duration"] == pytest.approx(5140, abs=60)
+    assert time.perf_counter() - sent < 5.0  # the device gives up after 10 s
+    assert len(response.content) < 2048
+
+
+async def test_willow_refuses_bad_headers_with_json(server: Server) -> None:
+    async with httpx.AsyncClient(timeout=30) as client:
+        for headers, param in (
+            ({"x-audio-codec": "mp4"}, "x-audio-codec"),
+            ({"x-audio-sample-rate": "fast"}, "x-audio-sample-rate"),
+            ({"x-audio-bits": "12"}, "x-audio-bits"),
+        ):
+            response = await client.post(server.http_url + "/api/willow", content=b"\0" * 3200, headers=DEVICE | headers)
+            assert response.status_code == 400 and response.json()["error"]["param"] == param, response.text
+        not_wav = await client.post(
+            server.http_url + "/api/willow", content=b"\0" * 3200, headers=DEVICE | {"x-audio-codec": "wav"}
+        )
+        assert not_wav.status_code == 400
+        klingon = await client.post(
+            server.http_url + "/api/willow?force_language=tlh", content=b"\0" * 3200, headers=DEVICE
+        )
+        assert klingon.status_code == 400 and "tlh" in klingon.json()["error"]["message"], klingon.text
 
 
 def willow_tts(server: Server, **query: str) -> httpx.Response:

@@ -280,7 +280,7 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "--http-port",
-        "Port of the HTTP API (OpenAI-compatible /v1/audio/..., Willow's /api/tts, /health) on the same models.",
+        "Port of the HTTP API (OpenAI-compatible /v1/audio/..., Willow's /api/..., /health) on the same models.",
         default=19000,
         type=_port,
         metavar="PORT",
