@@ -40,7 +40,7 @@ async def translations(request: web.Request) -> web.StreamResponse:
 
 
 async def _transcribe(request: web.Request, task: str) -> web.StreamResponse:
-    form = await _form(request)
+    form = await read_form(request)
     upload = form.get("file")
     if not isinstance(upload, web.FileField):
         raise bad_field("file", "'file' is required: the audio, as a file in multipart/form-data")
@@ -72,7 +72,7 @@ async def _transcribe(request: web.Request, task: str) -> web.StreamResponse:
         temperature=temperature,
     )
     try:
-        await _feed(request, session, upload.file.read)
+        await feed_file(request, session, upload.file.read)
         transcript = await session.finish()
     finally:
         session.close()
@@ -85,7 +85,7 @@ async def _transcribe(request: web.Request, task: str) -> web.StreamResponse:
     return transcript_formats.response(transcript, response_format, task, words)
 
 
-async def _form(request: web.Request) -> MultiDictProxy[str | bytes | web.FileField]:
+async def read_form(request: web.Request) -> MultiDictProxy[str | bytes | web.FileField]:
     if request.content_type != "multipart/form-data":
         raise ApiError(
             415, f"Send multipart/form-data (got {request.content_type or 'no content type'})", None, "bad_content_type"
@@ -96,16 +96,16 @@ async def _form(request: web.Request) -> MultiDictProxy[str | bytes | web.FileFi
         raise ApiError(400, f"Malformed multipart body: {err}", None, "bad_multipart") from err
 
 
-async def _feed(request: web.Request, session: AsrSession, read: Callable[[], bytes]) -> None:
+async def feed_file(request: web.Request, session: AsrSession, read: Callable[[], bytes], param: str = "file") -> None:
     """Decode the upload in a codec thread and give the session all of it."""
     max_seconds = session.max_seconds
 
     def decode() -> np.ndarray:
-        return decode_file(read(), WHISPER_RATE, max_seconds, "file")
+        return decode_file(read(), WHISPER_RATE, max_seconds, param)
 
     samples = await in_thread(request, decode)
     if len(samples) < MIN_SECONDS * WHISPER_RATE:
         raise ApiError(
-            400, f"Audio file is too short. Minimum audio length is {MIN_SECONDS} seconds.", "file", "audio_too_short"
+            400, f"Audio file is too short. Minimum audio length is {MIN_SECONDS} seconds.", param, "audio_too_short"
         )
     session.feed_samples(samples)

@@ -17,12 +17,15 @@ import time
 
 from aiohttp import web
 
+from wyoming_wis.asr import AsrSession
+from wyoming_wis.asr.engine import Transcript
 from wyoming_wis.audio import AudioFormat
 from wyoming_wis.errors import UnsupportedAudioFormat
 
 from . import fields
 from .errors import ApiError, bad_field
 from .openai_speech import MAX_INPUT, send_speech
+from .openai_transcriptions import feed_file, read_form
 from .state import core_of
 
 _LOGGER = logging.getLogger(__name__)
@@ -66,10 +69,7 @@ async def willow(request: web.Request) -> web.Response:
     started = time.perf_counter()
     core = core_of(request)
     audio_format, codec = _device_format(request)
-    query = request.query
-    language = fields.text(query.get("force_language"), "force_language")
-    task = "translate" if fields.boolean(query.get("translate"), "translate", False) else "transcribe"
-    session = core.asr_session(query.get("model") or None, language, task=task)
+    session = _session(request)
     try:
         pcm = _PcmFramer(audio_format.bytes_per_frame, skip_wav_header=codec == "wav")
         async for chunk in request.content.iter_any():
@@ -79,8 +79,38 @@ async def willow(request: web.Request) -> web.Response:
         transcript = await session.finish()
     finally:
         session.close()
-    answer: dict[str, object] = {"language": transcript.language or language or "", "text": transcript.text}
-    if fields.boolean(query.get("stats"), "stats", False):
+    return _answer(request, transcript, started, received)
+
+
+@routes.post("/api/asr")
+async def asr(request: web.Request) -> web.Response:
+    """A whole recording (multipart `audio_file`, any format PyAV reads): the same answer as /api/willow."""
+    started = time.perf_counter()
+    form = await read_form(request)
+    upload = form.get("audio_file")
+    if not isinstance(upload, web.FileField):
+        raise bad_field("audio_file", "'audio_file' is required: the recording, as a file in multipart/form-data")
+    session = _session(request)
+    try:
+        await feed_file(request, session, upload.file.read, "audio_file")
+        received = time.perf_counter()
+        transcript = await session.finish()
+    finally:
+        session.close()
+    return _answer(request, transcript, started, received)
+
+
+def _session(request: web.Request) -> AsrSession:
+    """An ASR session from WIS's query parameters (`beam_size` and `detect_language` are accepted and left to the server)."""
+    query = request.query
+    task = "translate" if fields.boolean(query.get("translate"), "translate", False) else "transcribe"
+    language = fields.text(query.get("force_language"), "force_language")
+    return core_of(request).asr_session(query.get("model") or None, language, task=task)
+
+
+def _answer(request: web.Request, transcript: Transcript, started: float, received: float) -> web.Response:
+    answer: dict[str, object] = {"language": transcript.language or "", "text": transcript.text}
+    if fields.boolean(request.query.get("stats"), "stats", False):
         infer = time.perf_counter() - received
         answer |= {
             "infer_time": round(infer * 1000, 1),

@@ -95,3 +95,16 @@ def test_tts_errors_are_json_and_ping_answers(server: Server) -> None:
     too_long = willow_tts(server, text="word " * 1000)
     assert too_long.status_code == 400 and too_long.json()["error"]["param"] == "text"
     assert httpx.get(server.http_url + "/api/ping", timeout=10).json() == {"message": "pong"}
+
+
+async def test_asr_takes_a_whole_recording_in_any_format(server: Server) -> None:
+    async with httpx.AsyncClient(timeout=60) as client:
+        with SPOKEN.open("rb") as file:
+            response = await client.post(
+                server.http_url + "/api/asr?stats=true&beam_size=2", files={"audio_file": ("speech.flac", file)}
+            )
+        answer = response.json()
+        assert response.status_code == 200 and wer([SPOKEN_TEXT], [answer["text"]]) < 0.15, answer
+        assert answer["language"] == "en" and answer["audio_duration"] == pytest.approx(5140, abs=60)
+        broken = await client.post(server.http_url + "/api/asr", files={"audio_file": ("x.flac", b"not audio")})
+        assert broken.status_code == 415 and "audio_file" in broken.json()["error"]["message"], broken.text
