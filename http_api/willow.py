@@ -4,10 +4,10 @@ A Willow device streams what it hears to `POST /api/willow` with chunked transfe
 encoding while the user speaks; each chunk goes into the ASR session as it
 arrives, so when the last one comes only the tail is left to decode (the device
 gives up after 10 s). The format is in `x-audio-*` headers; `wav` is PCM after a
-RIFF header, which is skipped. It plays `GET /api/tts?text=...` as it arrives, so the answer is a
-WAV streamed as it is made. Parameters that older firmware sends and this server
-has no use for (`format=WAV`, `speaker=CLB`) are tolerated, as WIS does:
-`speaker` picks a voice only if one has that name.
+RIFF header, which is skipped. The device plays `GET /api/tts?text=...` as it
+arrives, so the answer is a WAV streamed as it is made. Parameters that older
+firmware sends and this server has no use for (`format=WAV`, `speaker=CLB`) are
+tolerated, as WIS does: `speaker` picks a voice only if one has that name.
 """
 
 from __future__ import annotations
@@ -67,7 +67,6 @@ WAV_HEADER_MAX = 4096  # bytes of RIFF chunks before "data" that are accepted
 async def willow(request: web.Request) -> web.Response:
     """Transcribe the body as it streams in; `{"language", "text"}`, with timings (ms) if `stats` is set."""
     started = time.perf_counter()
-    core = core_of(request)
     audio_format, codec = _device_format(request)
     session = _session(request)
     try:
@@ -101,7 +100,7 @@ async def asr(request: web.Request) -> web.Response:
 
 
 def _session(request: web.Request) -> AsrSession:
-    """An ASR session from WIS's query parameters (`beam_size` and `detect_language` are accepted and left to the server)."""
+    """An ASR session from WIS's query parameters (`beam_size`, `detect_language` are accepted, left to the server)."""
     query = request.query
     task = "translate" if fields.boolean(query.get("translate"), "translate", False) else "transcribe"
     language = fields.text(query.get("force_language"), "force_language")

@@ -51,7 +51,9 @@ async def test_willow_refuses_bad_headers_with_json(server: Server) -> None:
             ({"x-audio-sample-rate": "fast"}, "x-audio-sample-rate"),
             ({"x-audio-bits": "12"}, "x-audio-bits"),
         ):
-            response = await client.post(server.http_url + "/api/willow", content=b"\0" * 3200, headers=DEVICE | headers)
+            response = await client.post(
+                server.http_url + "/api/willow", content=b"\0" * 3200, headers=DEVICE | headers
+            )
             assert response.status_code == 400 and response.json()["error"]["param"] == param, response.text
         not_wav = await client.post(
             server.http_url + "/api/willow", content=b"\0" * 3200, headers=DEVICE | {"x-audio-codec": "wav"}

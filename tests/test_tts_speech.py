@@ -81,7 +81,10 @@ async def test_first_clause_is_spoken_before_the_sentence_is_written(joe: PiperE
 
 async def test_pieces_join_without_a_seam(joe: PiperEngine) -> None:
     """A waiting listener gets a short first piece, then pieces of up to 3 s; together they are one whole decode."""
-    text = "According to the forecast for the rest of the week, temperatures will stay between twelve and seventeen degrees."
+    text = (
+        "According to the forecast for the rest of the week, "
+        "temperatures will stay between twelve and seventeen degrees."
+    )
     pieces = [piece async for piece in joe.stream(text, None, STEADY, Pace(), urgent=True)]
     (ids,) = joe._phoneme_ids(text)
     whole = joe._whole(ids, joe._feeds(None, STEADY), alone=True)

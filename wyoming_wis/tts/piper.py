@@ -202,7 +202,7 @@ def _pieces(frames: int, first: int) -> list[tuple[int, int]]:
         first = 0
     count = max(1, -(-(frames - first) // MAX_PIECE))
     ends = [first + (frames - first) * index // count for index in range(count + 1)]
-    return [(0, first)] * bool(first) + list(zip(ends, ends[1:]))
+    return [(0, first)] * bool(first) + list(zip(ends, ends[1:], strict=False))
 
 
 def _run_all(session: onnxruntime.InferenceSession, ids: list[int], feeds: dict[str, np.ndarray]) -> list[Any]:
@@ -226,9 +226,7 @@ def _split_at_decoder(found: Found, open_part: Callable[[str], _Part]) -> tuple[
     latent = nodes[0].input[0]  # the first decoder node reads the latents
     made = {name for node in nodes for name in node.output}
     weights = {tensor.name for tensor in graph.initializer}
-    inputs = list(
-        dict.fromkeys(name for node in nodes for name in node.input if name and name not in made | weights)
-    )
+    inputs = list(dict.fromkeys(name for node in nodes for name in node.input if name and name not in made | weights))
     extractor = onnx.utils.Extractor(model)
     # Sessions opened from files hold about 60 MB less than from bytes; the files go once they are read.
     with tempfile.TemporaryDirectory(prefix="wis-piper-") as folder:
