@@ -66,6 +66,8 @@ async def serve(settings: Settings) -> None:
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stopping.set)
 
+    # The announced name is settled before any port opens, so it is on disk once the server says it listens.
+    name = None if settings.zeroconf is None else settings.zeroconf or stable_name(settings.data_dir[0])
     servers = [AsyncServer.from_uri(uri) for uri in settings.uri]
     waiters: list[asyncio.Task[Any]] = [asyncio.create_task(stopping.wait())]
     if settings.unload_after:
@@ -79,11 +81,10 @@ async def serve(settings: Settings) -> None:
 
     announcement = None
     tcp = next((s for s in servers if isinstance(s, AsyncTcpServer)), None)
-    if settings.zeroconf is not None and tcp is not None:
-        name = settings.zeroconf or stable_name(settings.data_dir[0])
+    if name is not None and tcp is not None:
         announcement = Announcement(name, announce_address(tcp.host, settings.zeroconf_host), tcp.port)
         await announcement.start()
-    elif settings.zeroconf is not None:
+    elif name is not None:
         _LOGGER.warning("--zeroconf needs a tcp:// URI to announce; not announcing")
 
     try:
