@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # wyoming-wis on this machine, from a fresh clone:
 #   ./run.sh [FLAGS...]        create .venv, install with the bundled models, start the server
-#   ./run.sh test [PYTEST...]  install the test tools and XTTS (the xtts extra) too, and run the test suite
+#   ./run.sh test [PYTEST...]  install the test tools (Python and Debian) and XTTS (the xtts extra) too, and run the tests
 # A second run reuses .venv and reinstalls only when pyproject.toml changed.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -26,10 +26,23 @@ install() {  # install() EXTRAS: the package, editable, with the given extras
     fi
 }
 
+test_tools() {  # from Debian, for the tests: libvo-amrwbenc (AMR-WB, as a Willow device sends it), promtool
+    local missing=()
+    ldconfig -p | grep -q libvo-amrwbenc.so.0 || missing+=(libvo-amrwbenc0)
+    command -v promtool >/dev/null || missing+=(prometheus)
+    [ ${#missing[@]} -eq 0 ] && return
+    command -v apt-get >/dev/null || { echo "The tests need ${missing[*]}; install them (apt-get is not here)" >&2; exit 1; }
+    local sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    echo "Installing ${missing[*]} from Debian for the tests" >&2
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
 case "${1:-}" in
     test)
         shift
         install bundled,dev,xtts  # the XTTS tests run in CI, not skipped
+        test_tools
         exec "$VENV/bin/python" -m pytest "$@"
         ;;
     *)
