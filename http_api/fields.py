@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from .errors import bad_field
+from aiohttp import web
+from multidict import MultiDictProxy
+
+from .errors import ApiError, bad_field
 
 _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off", ""}
@@ -40,6 +43,14 @@ def number(value: object, param: str, low: float, high: float) -> float | None:
     return result
 
 
+def integer(value: object, param: str, low: int, high: int) -> int | None:
+    """A whole number in [low, high]."""
+    result = number(value, param, low, high)
+    if result is not None and not result.is_integer():
+        raise bad_field(param, f"'{param}' must be a whole number; got {value!r}")
+    return None if result is None else int(result)
+
+
 def boolean(value: object, param: str, default: bool) -> bool:
     if value is None:
         return default
@@ -48,3 +59,15 @@ def boolean(value: object, param: str, default: bool) -> bool:
     if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
         return value.strip().lower() in _TRUE
     raise bad_field(param, f"'{param}' must be true or false; got {value!r}")
+
+
+async def read_form(request: web.Request) -> MultiDictProxy[str | bytes | web.FileField]:
+    """A multipart/form-data body; 415 for another content type, 400 for a broken one."""
+    if request.content_type != "multipart/form-data":
+        raise ApiError(
+            415, f"Send multipart/form-data (got {request.content_type or 'no content type'})", None, "bad_content_type"
+        )
+    try:
+        return await request.post()
+    except ValueError as err:
+        raise ApiError(400, f"Malformed multipart body: {err}", None, "bad_multipart") from err

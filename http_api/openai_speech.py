@@ -1,4 +1,5 @@
-"""POST /v1/audio/speech, as OpenAI's audio API defines it, plus `speaker`, `language` and `cache`.
+"""POST /v1/audio/speech, as OpenAI's audio API defines it, plus `speaker`, `language`, `cache`, and
+one-off cloning from a recording sent as multipart (XTTS).
 
 Speech is sent as it is made, in the asked format (encoded with PyAV in a codec
 thread): as chunked bytes, or as Server-Sent Events with base64 audio. Every field,
@@ -10,13 +11,14 @@ from __future__ import annotations
 
 import base64
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from contextlib import aclosing
 from typing import Any
 
 from aiohttp import web
 
 from wyoming_wis.audio import ENCODINGS, Encoder
+from wyoming_wis.errors import BadAudio
 from wyoming_wis.tts.stream import Piece, SpeechStream
 
 from . import fields
@@ -32,9 +34,19 @@ OPENAI_TTS_MODELS = ("tts-1", "tts-1-hd", "gpt-4o-mini-tts")  # any of these: th
 STREAM_FORMATS = ("audio", "sse")
 
 
+REFERENCE_FIELDS = ("reference_audio", "speaker_wav")  # speaker_wav: what XTTS API servers' clients send
+
+
 @routes.post("/v1/audio/speech")
 async def speech(request: web.Request) -> web.StreamResponse:
-    body = await _json(request)
+    """JSON as OpenAI defines it; or the same fields as multipart/form-data with a `reference_audio`
+    recording, to speak in a voice cloned from it for this request only (XTTS)."""
+    reference = None
+    if request.content_type == "multipart/form-data":
+        body: Mapping[str, Any] = await fields.read_form(request)
+        reference = await _reference(request, body)
+    else:
+        body = await _json(request)
     core = core_of(request)
     model = fields.text(body.get("model"), "model")
     text = body.get("input")
@@ -56,13 +68,17 @@ async def speech(request: web.Request) -> web.StreamResponse:
             "model",
             "model_not_found",
         )
-    stream = await core.speech_stream(
-        fields.text(voice, "voice"),
-        fields.text(body.get("speaker"), "speaker"),
-        fields.text(body.get("language"), "language"),
-        speed,
-        fields.boolean(body.get("cache"), "cache", True),
-    )
+    try:
+        stream = await core.speech_stream(
+            fields.text(voice, "voice"),
+            fields.text(body.get("speaker"), "speaker"),
+            fields.text(body.get("language"), "language"),
+            speed,
+            fields.boolean(body.get("cache"), "cache", True),
+            reference,
+        )
+    except BadAudio as err:  # only a reference recording is decoded here
+        raise ApiError(415, err.message, "reference_audio", err.code) from err
     stream.write(text)
     stream.close()
     return await send_speech(request, stream, response_format, stream_format == "sse", len(text))
@@ -103,6 +119,15 @@ async def _json(request: web.Request) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise ApiError(400, "The body must be a JSON object", None, "bad_json")
     return body
+
+
+async def _reference(request: web.Request, form: Mapping[str, Any]) -> bytes:
+    upload = next((form[name] for name in REFERENCE_FIELDS if name in form), None)
+    if not isinstance(upload, web.FileField):
+        raise bad_field(
+            "reference_audio", "multipart speech needs 'reference_audio': a recording of the voice, as a file"
+        )
+    return await in_thread(request, upload.file.read)
 
 
 async def _encoded(

@@ -12,7 +12,6 @@ from typing import Any
 
 import numpy as np
 from aiohttp import web
-from multidict import MultiDictProxy
 
 from wyoming_wis.asr import AsrSession
 from wyoming_wis.audio import WHISPER_RATE, decode_file
@@ -40,7 +39,7 @@ async def translations(request: web.Request) -> web.StreamResponse:
 
 
 async def _transcribe(request: web.Request, task: str) -> web.StreamResponse:
-    form = await read_form(request)
+    form = await fields.read_form(request)
     upload = form.get("file")
     if not isinstance(upload, web.FileField):
         raise bad_field("file", "'file' is required: the audio, as a file in multipart/form-data")
@@ -83,17 +82,6 @@ async def _transcribe(request: web.Request, task: str) -> web.StreamResponse:
         await events.send(done | {"usage": transcript_formats.usage(transcript)})
         return await events.end()
     return transcript_formats.response(transcript, response_format, task, words)
-
-
-async def read_form(request: web.Request) -> MultiDictProxy[str | bytes | web.FileField]:
-    if request.content_type != "multipart/form-data":
-        raise ApiError(
-            415, f"Send multipart/form-data (got {request.content_type or 'no content type'})", None, "bad_content_type"
-        )
-    try:
-        return await request.post()
-    except ValueError as err:
-        raise ApiError(400, f"Malformed multipart body: {err}", None, "bad_multipart") from err
 
 
 async def feed_file(request: web.Request, session: AsrSession, read: Callable[[], bytes], param: str = "file") -> None:

@@ -3,11 +3,16 @@
 A Willow device streams what it hears to `POST /api/willow` with chunked transfer
 encoding while the user speaks; each chunk goes into the ASR session as it
 arrives, so when the last one comes only the tail is left to decode (the device
-gives up after 10 s). The format is in `x-audio-*` headers; `wav` is PCM after a
-RIFF header, which is skipped. The device plays `GET /api/tts?text=...` as it
-arrives, so the answer is a WAV streamed as it is made. Parameters that older
-firmware sends and this server has no use for (`format=WAV`, `speaker=CLB`) are
-tolerated, as WIS does: `speaker` picks a voice only if one has that name.
+gives up after 10 s). The format is in `x-audio-*` headers: `pcm`; `wav`, PCM
+after a RIFF header, which is skipped; or `amrwb`, decoded frame by frame in a
+codec thread. `save_audio=true` keeps the last recording, as the server heard it,
+at `/audio/willow.wav`.
+
+The device plays `GET /api/tts?text=...` as it arrives, so the answer is a WAV
+streamed as it is made. Parameters that older firmware sends and this server has
+no use for (`format=WAV`, `speaker=CLB`) are tolerated, as WIS does: `speaker`
+picks a voice only if one has that name. `POST /api/tts?speaker=NAME` clones a
+voice from `audio_file` (XTTS), as WIS's XTTS container does.
 """
 
 from __future__ import annotations
@@ -19,14 +24,15 @@ from aiohttp import web
 
 from wyoming_wis.asr import AsrSession
 from wyoming_wis.asr.engine import Transcript
-from wyoming_wis.audio import AudioFormat
+from wyoming_wis.audio import AmrWbDecoder, AudioFormat, write_wav
+from wyoming_wis.core import MAX_BEAM_SIZE
 from wyoming_wis.errors import UnsupportedAudioFormat
 
 from . import fields
 from .errors import ApiError, bad_field
 from .openai_speech import MAX_INPUT, send_speech
-from .openai_transcriptions import feed_file, read_form
-from .state import core_of
+from .openai_transcriptions import feed_file
+from .state import core_of, in_thread
 
 _LOGGER = logging.getLogger(__name__)
 routes = web.RouteTableDef()
@@ -59,8 +65,9 @@ async def tts(request: web.Request) -> web.StreamResponse:
     return await send_speech(request, stream, "wav")
 
 
-CODECS = ("pcm", "wav")  # amrwb: to come
+CODECS = ("pcm", "wav", "amrwb")
 WAV_HEADER_MAX = 4096  # bytes of RIFF chunks before "data" that are accepted
+SAVED_AUDIO = "audio/willow.wav"  # in the data dir: the last recording asked to be kept, as WIS keeps it
 
 
 @routes.post("/api/willow")
@@ -70,25 +77,37 @@ async def willow(request: web.Request) -> web.Response:
     audio_format, codec = _device_format(request)
     session = _session(request)
     try:
-        pcm = _PcmFramer(audio_format.bytes_per_frame, skip_wav_header=codec == "wav")
-        async for chunk in request.content.iter_any():
-            if data := pcm.take(chunk):
-                session.feed(data, audio_format)
+        if codec == "amrwb":
+            await _feed_amrwb(request, session)
+        else:
+            pcm = _PcmFramer(audio_format.bytes_per_frame, skip_wav_header=codec == "wav")
+            async for chunk in request.content.iter_any():
+                if data := pcm.take(chunk):
+                    session.feed(data, audio_format)
         received = time.perf_counter()
         transcript = await session.finish()
     finally:
         session.close()
+    if fields.boolean(request.query.get("save_audio"), "save_audio", False):
+        await _save(request, session)
     return _answer(request, transcript, started, received)
+
+
+@routes.get("/" + SAVED_AUDIO)
+async def saved_audio(request: web.Request) -> web.FileResponse:
+    """The last recording sent with `save_audio=true`, as 16 kHz WAV: what the server heard."""
+    path = core_of(request).settings.data_dir[0] / SAVED_AUDIO
+    if not path.is_file():
+        raise ApiError(404, "No audio saved yet: send POST /api/willow?save_audio=true first", None, "not_found")
+    return web.FileResponse(path, headers={"Cache-Control": "no-store"})
 
 
 @routes.post("/api/asr")
 async def asr(request: web.Request) -> web.Response:
     """A whole recording (multipart `audio_file`, any format PyAV reads): the same answer as /api/willow."""
     started = time.perf_counter()
-    form = await read_form(request)
-    upload = form.get("audio_file")
-    if not isinstance(upload, web.FileField):
-        raise bad_field("audio_file", "'audio_file' is required: the recording, as a file in multipart/form-data")
+    form = await fields.read_form(request)
+    upload = _upload(form.get("audio_file"))
     session = _session(request)
     try:
         await feed_file(request, session, upload.file.read, "audio_file")
@@ -96,20 +115,61 @@ async def asr(request: web.Request) -> web.Response:
         transcript = await session.finish()
     finally:
         session.close()
-    return _answer(request, transcript, started, received)
+    return _answer(request, transcript, started, received, stats=True)  # WIS always times /api/asr
+
+
+@routes.post("/api/tts")
+async def clone(request: web.Request) -> web.Response:
+    """A new XTTS voice called `speaker`, cloned from `audio_file` (3-30 s of one person speaking)."""
+    name = request.query.get("speaker")
+    if not name:
+        raise bad_field("speaker", "'speaker' is required: the name of the new voice")
+    core = core_of(request)
+    upload = _upload((await fields.read_form(request)).get("audio_file"))
+    info = await core.clone_voice(name, await in_thread(request, upload.file.read))
+    return web.json_response({"status": f"Added speaker '{name}'", "voice": info})
+
+
+def _upload(field: object) -> web.FileField:
+    if not isinstance(field, web.FileField):
+        raise bad_field("audio_file", "'audio_file' is required: the recording, as a file in multipart/form-data")
+    return field
+
+
+async def _feed_amrwb(request: web.Request, session: AsrSession) -> None:
+    """AMR-WB frames decoded in a codec thread as they come (the header's rate is AMR-WB's own, 16 kHz)."""
+    decoder = AmrWbDecoder()
+    async for chunk in request.content.iter_any():
+        if len(samples := await in_thread(request, decoder.decode, chunk)):
+            session.feed_samples(samples)
+    if len(samples := await in_thread(request, decoder.flush)):
+        session.feed_samples(samples)
+
+
+async def _save(request: web.Request, session: AsrSession) -> None:
+    path = core_of(request).settings.data_dir[0] / SAVED_AUDIO
+    path.parent.mkdir(parents=True, exist_ok=True)
+    await in_thread(request, write_wav, path, session.audio())
 
 
 def _session(request: web.Request) -> AsrSession:
-    """An ASR session from WIS's query parameters (`beam_size`, `detect_language` are accepted, left to the server)."""
+    """An ASR session from WIS's query parameters; `beam_size` and `detect_language` override the server's."""
     query = request.query
     task = "translate" if fields.boolean(query.get("translate"), "translate", False) else "transcribe"
-    language = fields.text(query.get("force_language"), "force_language")
-    return core_of(request).asr_session(query.get("model") or None, language, task=task)
+    return core_of(request).asr_session(
+        query.get("model") or None,
+        fields.text(query.get("force_language"), "force_language"),
+        task=task,
+        beam_size=fields.integer(query.get("beam_size"), "beam_size", 1, MAX_BEAM_SIZE),
+        detect_language=fields.boolean(query.get("detect_language"), "detect_language", False),
+    )
 
 
-def _answer(request: web.Request, transcript: Transcript, started: float, received: float) -> web.Response:
+def _answer(
+    request: web.Request, transcript: Transcript, started: float, received: float, stats: bool = False
+) -> web.Response:
     answer: dict[str, object] = {"language": transcript.language or "", "text": transcript.text}
-    if fields.boolean(request.query.get("stats"), "stats", False):
+    if stats or fields.boolean(request.query.get("stats"), "stats", False):
         infer = time.perf_counter() - received
         answer |= {
             "infer_time": round(infer * 1000, 1),

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import httpx
+import numpy as np
 import pytest
-from helpers import CORPUS, Server, load_audio, wav_bytes, wer
+from helpers import CORPUS, Server, amr_wb, load_audio, start_server, wav_bytes, wer
 from test_http_openai import assert_speech, decode
 
 SPOKEN = CORPUS / "LJ001-0004.flac"  # 5.1 s
@@ -17,31 +22,87 @@ SPOKEN_TEXT = (CORPUS / "LJ001-0004.txt").read_text().strip()
 DEVICE = {"x-audio-sample-rate": "16000", "x-audio-bits": "16", "x-audio-channel": "1"}
 
 
-async def at_speaking_pace(body: bytes, piece: int = 3203) -> AsyncIterator[bytes]:
-    """The body in odd-sized pieces (samples split across them), as fast as 16 kHz 16-bit audio is spoken."""
-    for start in range(0, len(body), piece):
-        yield body[start : start + piece]
-        await asyncio.sleep(piece / 32000)
+@dataclass
+class DeviceAnswer:
+    status: int
+    body: bytes
+    after_last_chunk: float  # seconds from the last chunk sent to the whole answer read
+
+    def json(self) -> dict[str, Any]:
+        return json.loads(self.body)
 
 
-@pytest.mark.parametrize("codec", ["pcm", "wav"])
+async def esp32_post(server: Server, query: str, body: bytes, codec: str, seconds: float) -> DeviceAnswer:
+    """POST /api/willow as the device's http_stream does it: chunked encoding framed by hand from 2 KB recorder
+    reads, sent at the pace the audio is spoken (`seconds` for all of `body`), then at most 2048 bytes read."""
+    reader, writer = await asyncio.open_connection(server.host, server.http_port)
+    try:
+        head = (
+            f"POST /api/willow?{query} HTTP/1.1\r\nHost: {server.host}:{server.http_port}\r\n"
+            "User-Agent: Willow/2.0.0\r\nx-willow-id: 7c:df:a1:00:00:01\r\n"
+            + "".join(f"{name}: {value}\r\n" for name, value in (DEVICE | {"x-audio-codec": codec}).items())
+            + "Transfer-Encoding: chunked\r\n\r\n"
+        )
+        writer.write(head.encode())
+        started = time.perf_counter()
+        for at in range(0, len(body), 2048):
+            piece = body[at : at + 2048]
+            writer.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+            await writer.drain()
+            spoken_by = started + seconds * min(len(body), at + 2048) / len(body)
+            await asyncio.sleep(max(0.0, spoken_by - time.perf_counter()))
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
+        sent = time.perf_counter()
+        status_line, *header_lines = (await reader.readuntil(b"\r\n\r\n")).decode().split("\r\n")
+        headers = {name.lower(): value.strip() for name, _, value in (line.partition(":") for line in header_lines)}
+        answer = await reader.readexactly(min(int(headers["content-length"]), 2048))
+        return DeviceAnswer(int(status_line.split()[1]), answer, time.perf_counter() - sent)
+    finally:
+        writer.close()
+
+
+@pytest.mark.parametrize("codec", ["pcm", "wav", "amrwb"])
 async def test_willow_streams_speech_in_and_answers_soon_after_the_last_chunk(server: Server, codec: str) -> None:
     pcm = load_audio(SPOKEN)
-    body = pcm.audio if codec == "pcm" else wav_bytes(pcm)
+    body = {"pcm": pcm.audio, "wav": wav_bytes(pcm), "amrwb": amr_wb(pcm)}[codec]
+    answer = await esp32_post(server, "stats=true", body, codec, pcm.seconds)
+    assert answer.status == 200, answer.body
+    result = answer.json()
+    assert result["language"] == "en" and wer([SPOKEN_TEXT], [result["text"]]) < 0.15, result
+    assert result["audio_duration"] == pytest.approx(5140, abs=60)
+    assert result["infer_time"] < 5000 and answer.after_last_chunk < 5.0  # the device gives up after 10 s
+    assert len(answer.body) < 2048
+
+
+async def test_save_audio_keeps_what_the_server_heard(server: Server) -> None:
+    pcm = load_audio(SPOKEN)
+    sent = amr_wb(pcm)
+    answer = await esp32_post(server, "save_audio=true", sent, "amrwb", 0.5)
+    assert answer.status == 200, answer.body
     async with httpx.AsyncClient(timeout=30) as client:
-        started = time.perf_counter()
-        response = await client.post(
-            server.http_url + "/api/willow?stats=true",
-            content=at_speaking_pace(body),  # an async generator: chunked transfer encoding, like the device
-            headers=DEVICE | {"x-audio-codec": codec},
-        )
-        sent = started + len(body) / 32000
-    answer = response.json()
-    assert response.status_code == 200, answer
-    assert answer["language"] == "en" and wer([SPOKEN_TEXT], [answer["text"]]) < 0.15, answer
-    assert answer["audio_duration"] == pytest.approx(5140, abs=60)
-    assert time.perf_counter() - sent < 5.0  # the device gives up after 10 s
-    assert len(response.content) < 2048
+        saved = await client.get(server.http_url + "/audio/willow.wav")
+    assert saved.status_code == 200 and saved.headers["Content-Type"] == "audio/x-wav"
+    heard, rate = decode(saved.content)
+    assert rate == 16000 and len(heard) / rate == pytest.approx(pcm.seconds, abs=0.05)
+    decoded, _ = decode(sent)  # the AMR-WB file read whole, here
+    assert len(heard) == len(decoded) and np.abs(heard - decoded).max() < 1e-3
+
+
+async def test_willow_takes_beam_size_and_refuses_a_bad_one(server: Server) -> None:
+    pcm = load_audio(SPOKEN)
+    answer = await esp32_post(server, "beam_size=5&model=base", pcm.audio, "pcm", 0.2)
+    assert answer.status == 200 and wer([SPOKEN_TEXT], [answer.json()["text"]]) < 0.15, answer.body
+    for bad in ("0", "11", "2.5", "wide"):
+        refused = await esp32_post(server, f"beam_size={bad}", pcm.audio[:3200], "pcm", 0.0)
+        assert refused.status == 400 and refused.json()["error"]["param"] == "beam_size", refused.body
+
+
+async def test_amrwb_that_is_not_amrwb_is_refused(server: Server) -> None:
+    for body in (wav_bytes(load_audio(SPOKEN))[:8000], b"#!AMR-WB\n" + bytes(range(256)) * 8):
+        refused = await esp32_post(server, "", body, "amrwb", 0.0)
+        assert refused.status == 415 and "AMR-WB" in refused.json()["error"]["message"], refused.body
+    assert (await esp32_post(server, "", amr_wb(load_audio(SPOKEN)), "amrwb", 0.0)).status == 200
 
 
 async def test_willow_refuses_bad_headers_with_json(server: Server) -> None:
@@ -103,10 +164,33 @@ async def test_asr_takes_a_whole_recording_in_any_format(server: Server) -> None
     async with httpx.AsyncClient(timeout=60) as client:
         with SPOKEN.open("rb") as file:
             response = await client.post(
-                server.http_url + "/api/asr?stats=true&beam_size=2", files={"audio_file": ("speech.flac", file)}
+                server.http_url + "/api/asr?beam_size=2", files={"audio_file": ("speech.flac", file)}
             )
         answer = response.json()
         assert response.status_code == 200 and wer([SPOKEN_TEXT], [answer["text"]]) < 0.15, answer
         assert answer["language"] == "en" and answer["audio_duration"] == pytest.approx(5140, abs=60)
         broken = await client.post(server.http_url + "/api/asr", files={"audio_file": ("x.flac", b"not audio")})
         assert broken.status_code == 415 and "audio_file" in broken.json()["error"]["message"], broken.text
+
+
+@pytest.fixture(scope="module")
+def german(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """A server told that everyone speaks German (--language de), as WIS's `language` setting does."""
+    args = ["--data-dir", str(data_dir), "--asr-model", "base", "--language", "de"]
+    running = start_server(args, tmp_path_factory.mktemp("german"))
+    yield running
+    assert running.stop() == 0, running.log
+
+
+async def test_detect_language_overrides_the_servers_language(german: Server) -> None:
+    async def asr(query: str) -> dict[str, Any]:
+        async with httpx.AsyncClient(timeout=60) as client:
+            files = {"audio_file": ("speech.flac", SPOKEN.read_bytes())}
+            response = await client.post(german.http_url + "/api/asr" + query, files=files)
+        assert response.status_code == 200, response.text
+        return response.json()
+
+    assert (await asr(""))["language"] == "de"
+    for query in ("?detect_language=true", "?force_language=en"):
+        answer = await asr(query)
+        assert answer["language"] == "en" and wer([SPOKEN_TEXT], [answer["text"]]) < 0.15, answer

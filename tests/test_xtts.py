@@ -15,13 +15,25 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import httpx
 import numpy as np
 import pytest
 
 pytest.importorskip("TTS", reason="the xtts extra is not installed (pip install 'wyoming-wis[xtts]')")
 
 import xtts_tiny  # noqa: E402
-from helpers import CORPUS, Pcm, assert_clean_log, load_audio, read_until, start_server, synthesize, wav_bytes  # noqa: E402
+from helpers import (  # noqa: E402
+    CORPUS,
+    Pcm,
+    Server,
+    assert_clean_log,
+    load_audio,
+    read_until,
+    start_server,
+    synthesize,
+    wav_bytes,
+)
+from test_http_openai import decode  # noqa: E402
 from wyoming.info import Describe, Info  # noqa: E402
 from wyoming.tts import Synthesize, SynthesizeVoice  # noqa: E402
 
@@ -404,35 +416,71 @@ async def test_core_removes_cloned_voices(core: Core, xtts_data: Path) -> None:
 # -- Wyoming: a restarted server on the same data dir ----------------------------
 
 
-async def test_wyoming_lists_and_speaks_xtts_voices_after_a_restart(
-    core: Core, xtts_data: Path, tmp_path: Path
-) -> None:
-    """A server started on the data dir the core cloned into: the cloned voice is there and speaks."""
+@pytest.fixture(scope="module")
+async def xtts_server(core: Core, xtts_data: Path, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Server]:
+    """A server started on the data dir the core cloned `narrator` into."""
     await core.clone_voice("narrator", lj_wav(4.0))
-    server = start_server(
-        ["--data-dir", str(xtts_data), "--asr-model", "tiny.en", "--xtts", MODEL, "--cpu-threads", "2"], tmp_path
-    )
-    try:
-        async with server.client() as client:
-            await client.write_event(Describe().event())
-            info = Info.from_event((await read_until(client, "info"))[-1])
-            voices = {voice.name: voice for voice in info.tts[0].voices}
-            assert {MODEL, "narrator", "grandma", "en_US-joe-medium"} <= voices.keys()
-            assert [speaker.name for speaker in voices[MODEL].speakers or []][:2] == list(xtts_tiny.SPEAKERS)
-            assert voices["narrator"].attribution.name == "Coqui" and "ja" in voices["narrator"].languages
-
-            cloned = await synthesize(client, TEXT, SynthesizeVoice(name="narrator"))
-            assert (cloned.pcm.rate, cloned.pcm.width, cloned.pcm.channels, cloned.stops) == (24000, 2, 1, 1)
-            assert cloned.pcm.seconds > 0.1
-            studio = await synthesize(client, TEXT, SynthesizeVoice(name=MODEL, speaker=xtts_tiny.SPEAKERS[1]))
-            assert studio.pcm.rate == 24000 and studio.pcm.seconds > 0.1
-
-            for voice, code in [(SynthesizeVoice(name=MODEL, speaker="Nobody"), "unknown-speaker"),
-                                (SynthesizeVoice(name="nobody"), "unknown-voice")]:  # fmt: skip
-                await client.write_event(Synthesize(text=TEXT, voice=voice).event())
-                error = (await read_until(client, "audio-stop"))[-1]
-                assert error.type == "error" and error.data["code"] == code, error
-    finally:
-        assert server.stop() == 0
+    args = ["--data-dir", str(xtts_data), "--asr-model", "tiny.en", "--xtts", MODEL, "--cpu-threads", "2"]
+    server = start_server(args, tmp_path_factory.mktemp("xtts-server"))
+    yield server
+    assert server.stop() == 0
     assert "XTTS model tiny-xtts on cpu: 2 studio speakers, 2 cloned voices" in server.log
     assert_clean_log(server.log)
+
+
+async def test_wyoming_lists_and_speaks_xtts_voices_after_a_restart(xtts_server: Server) -> None:
+    """The cloned voice is there after a restart, and speaks."""
+    server = xtts_server
+    async with server.client() as client:
+        await client.write_event(Describe().event())
+        info = Info.from_event((await read_until(client, "info"))[-1])
+        voices = {voice.name: voice for voice in info.tts[0].voices}
+        assert {MODEL, "narrator", "grandma", "en_US-joe-medium"} <= voices.keys()
+        assert [speaker.name for speaker in voices[MODEL].speakers or []][:2] == list(xtts_tiny.SPEAKERS)
+        assert voices["narrator"].attribution.name == "Coqui" and "ja" in voices["narrator"].languages
+
+        cloned = await synthesize(client, TEXT, SynthesizeVoice(name="narrator"))
+        assert (cloned.pcm.rate, cloned.pcm.width, cloned.pcm.channels, cloned.stops) == (24000, 2, 1, 1)
+        assert cloned.pcm.seconds > 0.1
+        studio = await synthesize(client, TEXT, SynthesizeVoice(name=MODEL, speaker=xtts_tiny.SPEAKERS[1]))
+        assert studio.pcm.rate == 24000 and studio.pcm.seconds > 0.1
+
+        for voice, code in [(SynthesizeVoice(name=MODEL, speaker="Nobody"), "unknown-speaker"),
+                            (SynthesizeVoice(name="nobody"), "unknown-voice")]:  # fmt: skip
+            await client.write_event(Synthesize(text=TEXT, voice=voice).event())
+            error = (await read_until(client, "audio-stop"))[-1]
+            assert error.type == "error" and error.data["code"] == code, error
+
+
+def seconds_of(data: bytes) -> float:
+    samples, rate = decode(data)
+    return len(samples) / rate
+
+
+def test_http_clones_like_wis_and_speaks_with_a_reference(xtts_server: Server) -> None:
+    """Willow's POST /api/tts?speaker= stores a voice; OpenAI speech as multipart speaks from a reference."""
+    url = xtts_server.http_url
+    with httpx.Client(timeout=120) as http:
+        added = http.post(url + "/api/tts", params={"speaker": "papa"}, files={"audio_file": ("p.wav", lj_wav(5.0))})
+        assert added.status_code == 200 and added.json()["status"] == "Added speaker 'papa'", added.text
+        assert added.json()["voice"]["source_seconds"] == pytest.approx(5.0, abs=0.1)
+        spoken = http.get(url + "/api/tts", params={"text": TEXT, "speaker": "papa"})
+        assert spoken.status_code == 200 and spoken.headers["X-Cache"] == "MISS"
+        assert seconds_of(spoken.content) > 0.1
+        assert "papa" in {voice["id"] for voice in http.get(url + "/v1/audio/voices").json()["voices"]}
+
+        form = {"input": TEXT, "model": "tts-1", "response_format": "wav", "language": "de"}
+        once = http.post(url + "/v1/audio/speech", data=form, files={"reference_audio": ("r.wav", lj_wav(4.0, 1.0))})
+        assert once.status_code == 200 and once.headers["X-Cache"] == "BYPASS", once.text
+        assert seconds_of(once.content) > 0.1
+
+        for params, files, param in (
+            ({"speaker": "papa"}, {}, "audio_file"),  # no recording
+            ({}, {"audio_file": ("p.wav", lj_wav(4.0))}, "speaker"),  # no name
+        ):
+            refused = http.post(url + "/api/tts", params=params, files=files or {"x": ("x", b"")})
+            assert refused.status_code == 400 and refused.json()["error"]["param"] == param, refused.text
+        bad = http.post(url + "/v1/audio/speech", data=form, files={"reference_audio": ("r.wav", b"not audio")})
+        assert bad.status_code == 415 and bad.json()["error"]["param"] == "reference_audio", bad.text
+        missing = http.post(url + "/v1/audio/speech", data=form, files={"voice_sample": ("r.wav", lj_wav(4.0))})
+        assert missing.status_code == 400 and missing.json()["error"]["param"] == "reference_audio"

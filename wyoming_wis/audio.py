@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import av
 import numpy as np
@@ -128,6 +129,58 @@ def decode_file(
         raise BadAudio(f"Cannot read the {what}: {err}") from err
     dtype = np.float32 if sample_format == "flt" else np.int16
     return np.concatenate(pieces) if pieces else np.zeros(0, dtype=dtype)
+
+
+class AmrWbDecoder:
+    """AMR-WB as a Willow device streams it ("#!AMR-WB\\n", then frames), decoded as it arrives,
+    to 16 kHz mono float32; blocking (for a worker thread).
+
+    FFmpeg's AMR parser finds the frames in body chunks that cut them anywhere.
+    """
+
+    MAGIC = b"#!AMR-WB\n"
+
+    def __init__(self) -> None:
+        self._codec = av.CodecContext.create("amrwb", "r")
+        self._resampler = av.AudioResampler(format="flt", layout="mono", rate=WHISPER_RATE)
+        self._head: bytes | None = b""  # the start of the body until the magic is checked; then None
+
+    def decode(self, data: bytes) -> np.ndarray:
+        if self._head is not None:
+            data = self._head + data
+            if len(data) < len(self.MAGIC) and self.MAGIC.startswith(data):
+                self._head = data
+                return np.zeros(0, dtype=np.float32)
+            if not data.startswith(self.MAGIC):
+                raise BadAudio("The AMR-WB audio does not start with #!AMR-WB (single-channel storage format)")
+            data, self._head = data[len(self.MAGIC) :], None
+        return self._decode(data)
+
+    def flush(self) -> np.ndarray:
+        """The last frame the parser holds; call once at the end of the stream."""
+        return self._decode(None) if self._head is None else np.zeros(0, dtype=np.float32)
+
+    def _decode(self, data: bytes | None) -> np.ndarray:
+        pieces = []
+        try:
+            for packet in self._codec.parse(data):
+                for frame in self._codec.decode(packet):
+                    pieces.extend(out.to_ndarray()[0] for out in self._resampler.resample(frame))
+        except (av.FFmpegError, ValueError) as err:
+            raise BadAudio(f"Cannot decode the AMR-WB audio: {err}") from err
+        return np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.float32)
+
+
+def write_wav(path: Path, samples: np.ndarray, rate: int = WHISPER_RATE) -> None:
+    """Mono float32 samples as a 16-bit WAV file, replaced in one step (a reader never sees half)."""
+    partial = path.with_name(path.name + ".part")
+    with av.open(str(partial), "w", format="wav") as container:
+        stream = container.add_stream("pcm_s16le", rate=rate, layout="mono")
+        frame = av.AudioFrame.from_ndarray(samples.astype(np.float32).reshape(1, -1), format="flt", layout="mono")
+        frame.sample_rate = rate
+        container.mux(stream.encode(frame))
+        container.mux(stream.encode(None))
+    partial.replace(path)
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from .tts.xtts import XttsEngine
 
 _LOGGER = logging.getLogger(__name__)
+MAX_BEAM_SIZE = 10  # wider searches cost much and rarely change a voice command
 XTTS_VOICES = Path("voices") / "xtts"  # cloned voices, one folder per XTTS model, in the first data dir
 
 
@@ -138,16 +139,21 @@ class Core:
         prompt: str | None = None,
         words: bool = False,
         temperature: float = 0.0,
+        beam_size: int | None = None,
+        detect_language: bool = False,
     ) -> AsrSession:
         """A session for one request; `on_text` gets partial text as it is recognised (if enabled).
 
         `task` overrides --task (translate: to English), `prompt` is the request's own text
-        to steer spelling and style, `words` times every word, a `temperature` above 0 samples.
+        to steer spelling and style, `words` times every word, a `temperature` above 0 samples,
+        `beam_size` overrides --beam-size, `detect_language` overrides --language.
         """
         engine = self.asr_engine(model)
+        if beam_size is not None and not 1 <= beam_size <= MAX_BEAM_SIZE:
+            raise BadRequest(f"beam_size must be 1 to {MAX_BEAM_SIZE}; got {beam_size}")
         return AsrSession(
             engine,
-            engine.options(language, names, terms, task, prompt, words, temperature),
+            engine.options(language, names, terms, task, prompt, words, temperature, beam_size, detect_language),
             self.settings.max_audio_seconds,
             on_text if self.settings.partial_results else None,
         )

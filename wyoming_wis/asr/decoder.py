@@ -48,6 +48,7 @@ class Options:
     draft: bool = False  # a preview while audio still arrives: greedy, and no second pass
     words: bool = False  # time each word (faster-whisper's alignment, in its standard pass)
     temperature: float = 0.0  # above 0: sample at this temperature (in the standard pass), no fallback
+    beam_size: int | None = None  # None: the server's --beam-size
 
     @property
     def standard(self) -> bool:
@@ -70,10 +71,11 @@ class Job:
         return window_seconds(len(self.audio) / WHISPER_RATE)
 
     @property
-    def batch_key(self) -> tuple[int, int, bool, bool]:
+    def batch_key(self) -> tuple[int, int, bool, bool, int | None]:
         """Jobs with the same key can share one CTranslate2 call: same window size, same search,
         and the transcript starting at the same position."""
-        return self.window, len(self.prompt_tokens), self.options.draft, self.options.standard
+        options = self.options
+        return self.window, len(self.prompt_tokens), options.draft, options.standard, options.beam_size
 
 
 @dataclass(frozen=True)
@@ -152,7 +154,7 @@ class Decoder:
         results = self.whisper.model.generate(
             encoded,
             prompts,
-            beam_size=1 if jobs[0].options.draft else self.beam_size,
+            beam_size=self._beam_size(jobs[0].options),
             max_length=max(len(prompt) + limit for prompt, limit in zip(prompts, limits, strict=True)),
             return_scores=True,
             return_no_speech_prob=True,
@@ -189,7 +191,7 @@ class Decoder:
             job.audio,
             language=job.options.language or language,
             task=job.options.task,
-            beam_size=self.beam_size,
+            beam_size=self._beam_size(job.options),
             initial_prompt=job.options.prompt or None,
             condition_on_previous_text=False,
             word_timestamps=job.options.words,
@@ -211,6 +213,9 @@ class Decoder:
         ]
         text = " ".join(segment.text for segment in segments if segment.text)
         return Decoded(text, info.language, segments, retried=problem)
+
+    def _beam_size(self, options: Options) -> int:
+        return 1 if options.draft else options.beam_size or self.beam_size
 
     def _features(self, audio: np.ndarray, window: int) -> np.ndarray:
         """Log-mel of the audio padded with silence to the window, as Whisper was trained."""

@@ -137,13 +137,19 @@ class WhisperEngine:
         prompt: str | None = None,
         words: bool = False,
         temperature: float = 0.0,
+        beam_size: int | None = None,
+        detect_language: bool = False,
     ) -> Options:
-        """How to decode a request, with the server's bias, the request's own names and terms, and its prompt."""
+        """How to decode a request, with the server's bias, the request's own names and terms, and its prompt.
+
+        `detect_language` detects the language even where --language names one, unless `language` is given.
+        """
         task = task or self.task
         if task == "translate" and not self.multilingual:
             task = "transcribe"  # an English-only model has nothing to translate
         prompt = self.bias.prompt(names, terms, prompt)
-        return Options(self.language(language), task, prompt, words=words, temperature=temperature)
+        code = None if detect_language and self.multilingual and not language else self.language(language)
+        return Options(code, task, prompt, words=words, temperature=temperature, beam_size=beam_size)
 
     @property
     def idle(self) -> bool:

@@ -100,7 +100,7 @@ class AsrSession:
         if self._follower is not None:
             await asyncio.gather(self._follower, return_exceptions=True)  # lets a decode in flight land
         self._flush()
-        audio = self._audio()
+        audio = self.audio()
         await asyncio.to_thread(self._detector.update, audio)
         transcript = await self._transcribe(audio)
         await self._publish(transcript.text, final=True)
@@ -119,7 +119,7 @@ class AsrSession:
         while not self._finishing:
             await self._arrived.wait()
             self._arrived.clear()
-            audio = self._audio()
+            audio = self.audio()
             if self._finishing or len(audio) - self._detector.scored < VAD_STEP:
                 continue
             await asyncio.to_thread(self._detector.update, audio)
@@ -183,7 +183,7 @@ class AsrSession:
         self._buffer[self._samples : end] = samples
         self._samples = end
 
-    def _audio(self) -> np.ndarray:
+    def audio(self) -> np.ndarray:
         """All audio so far; a view that later audio does not change."""
         return self._buffer[: self._samples]
 
