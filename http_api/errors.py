@@ -15,6 +15,7 @@ from wyoming_wis.errors import WisError
 
 _LOGGER = logging.getLogger(__name__)
 RETRY_AFTER_SECONDS = 1
+CLIENT_GONE = 499  # nginx's status for a request the client abandoned; logged and counted, never received
 
 # core error code -> HTTP status and the request field it is about
 _STATUS = {
@@ -83,6 +84,9 @@ async def openai_errors(
         return err.response()
     except WisError as err:
         return ApiError.from_wis(err).response()
+    except ConnectionResetError:  # the client left mid-request (a device that lost Wi-Fi): nobody to answer
+        _LOGGER.debug("The client left during %s %s", request.method, request.path)
+        return ApiError(CLIENT_GONE, "The client closed the connection", None, "client_gone").response()
     except web.HTTPException as err:
         if err.status < 400:
             raise

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 from multidict import MultiDictProxy
 
 from .errors import ApiError, bad_field
@@ -71,3 +72,5 @@ async def read_form(request: web.Request) -> MultiDictProxy[str | bytes | web.Fi
         return await request.post()
     except ValueError as err:
         raise ApiError(400, f"Malformed multipart body: {err}", None, "bad_multipart") from err
+    except HttpProcessingError as err:  # e.g. a part's header line is broken
+        raise ApiError(400, f"Malformed multipart body: {err.message}", None, "bad_multipart") from err
