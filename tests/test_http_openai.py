@@ -14,7 +14,7 @@ import httpx
 import numpy as np
 import openai
 import pytest
-from helpers import CORPUS, Server, normalise, wer
+from helpers import CORPUS, Pcm, Server, load_audio, normalise, silence, wav_bytes, wer
 
 SHORT = CORPUS / "LJ001-0004.flac"  # 5.1 s
 SHORT_TEXT = (CORPUS / "LJ001-0004.txt").read_text().strip()
@@ -110,6 +110,18 @@ def test_streamed_transcription_sends_deltas_then_the_whole_text(client: openai.
     assert done.type == "transcript.text.done" and len(events) >= 2
     assert "".join(event.delta for event in events[:-1]) == done.text
     assert wer([SHORT_TEXT], [done.text]) < 0.15
+
+
+def test_a_long_upload_streams_its_text_from_the_start(client: openai.OpenAI) -> None:
+    """40 s of speech is decoded in pieces from the start, each piece's text sent as soon as it is known."""
+    clips = [CORPUS / f"LJ001-000{n}.flac" for n in (1, 3, 5, 7)]
+    gap = silence(1.0).audio
+    audio = wav_bytes(Pcm(gap.join(load_audio(clip).audio for clip in clips), 16000, 2, 1))
+    events = list(client.audio.transcriptions.create(file=("long.wav", audio), model="whisper-1", stream=True))
+    deltas, done = [event.delta for event in events[:-1]], events[-1]
+    assert len(deltas) >= 2 and "".join(deltas) == done.text, deltas
+    reference = [" ".join(clip.with_suffix(".txt").read_text().strip() for clip in clips)]
+    assert wer(reference, [deltas[0]]) > 0.4 and wer(reference, [done.text]) < 0.15  # the first is only the start
 
 
 # -- speech ------------------------------------------------------------------------

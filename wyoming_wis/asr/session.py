@@ -102,6 +102,8 @@ class AsrSession:
         self._flush()
         audio = self.audio()
         await asyncio.to_thread(self._detector.update, audio)
+        if self._on_text is not None:
+            await self._decode_in_order(audio)
         transcript = await self._transcribe(audio)
         await self._publish(transcript.text, final=True)
         return dataclasses.replace(transcript, duration=len(audio) / WHISPER_RATE)
@@ -162,6 +164,21 @@ class AsrSession:
         transcript = await self.engine.transcribe_pieces(audio, pieces, self.options, self._known)
         self._latest = (pieces, transcript)
         return transcript
+
+    async def _decode_in_order(self, audio: np.ndarray) -> None:
+        """Decode what is left a batch at a time from the start, sending text as it comes.
+
+        For audio that came faster than speech (a file), so that a listener reads the
+        beginning before the end is decoded; the first piece goes alone, to be quick.
+        """
+        pieces = self._detector.pieces(len(audio))
+        todo = [index for index, piece in enumerate(pieces) if piece not in self._known]
+        group = 1
+        while len(todo) > group:
+            end = todo[group - 1] + 1
+            prefix = await self.engine.transcribe_pieces(audio, pieces[:end], self.options, self._known)
+            await self._publish(prefix.text, final=True)
+            todo, group = todo[group:], self.engine.batcher.max_batch
 
     async def _draft(self, audio: np.ndarray) -> Transcript:
         pieces = self._detector.pieces(len(audio))
