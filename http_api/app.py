@@ -35,6 +35,7 @@ def make_app(settings: Settings, core: Core | None = None) -> web.Application:
     app.add_routes(openai_models.routes)
     app.add_routes(operations.routes)
     app.add_routes(willow.routes)
+    operations.count_requests(app)
     app.on_cleanup.append(_stop_threads)
     return app
 

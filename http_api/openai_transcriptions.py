@@ -7,6 +7,7 @@ is refused before decoding starts, and before the first byte of a streamed answe
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -14,6 +15,7 @@ import numpy as np
 from aiohttp import web
 from multidict import MultiDictProxy
 
+from wyoming_wis import metrics
 from wyoming_wis.asr import AsrSession
 from wyoming_wis.audio import WHISPER_RATE, decode_file
 
@@ -41,6 +43,7 @@ async def translations(request: web.Request) -> web.StreamResponse:
 
 async def _transcribe(request: web.Request, task: str) -> web.StreamResponse:
     form = await read_form(request)
+    received = time.perf_counter()  # the end of the client's audio
     upload = form.get("file")
     if not isinstance(upload, web.FileField):
         raise bad_field("file", "'file' is required: the audio, as a file in multipart/form-data")
@@ -76,6 +79,7 @@ async def _transcribe(request: web.Request, task: str) -> web.StreamResponse:
         transcript = await session.finish()
     finally:
         session.close()
+    metrics.transcribed("http", session.engine.name, transcript.duration, received)
     if events is not None:
         if events.response is None and transcript.text:  # partial results are off: all of it at once
             await on_text(transcript.text)

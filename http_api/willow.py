@@ -17,6 +17,7 @@ import time
 
 from aiohttp import web
 
+from wyoming_wis import metrics
 from wyoming_wis.asr import AsrSession
 from wyoming_wis.asr.engine import Transcript
 from wyoming_wis.audio import AudioFormat
@@ -78,6 +79,7 @@ async def willow(request: web.Request) -> web.Response:
         transcript = await session.finish()
     finally:
         session.close()
+    metrics.transcribed("http", session.engine.name, transcript.duration, received)
     return _answer(request, transcript, started, received)
 
 
@@ -86,6 +88,7 @@ async def asr(request: web.Request) -> web.Response:
     """A whole recording (multipart `audio_file`, any format PyAV reads): the same answer as /api/willow."""
     started = time.perf_counter()
     form = await read_form(request)
+    uploaded = time.perf_counter()  # the end of the client's audio
     upload = form.get("audio_file")
     if not isinstance(upload, web.FileField):
         raise bad_field("audio_file", "'audio_file' is required: the recording, as a file in multipart/form-data")
@@ -96,6 +99,7 @@ async def asr(request: web.Request) -> web.Response:
         transcript = await session.finish()
     finally:
         session.close()
+    metrics.transcribed("http", session.engine.name, transcript.duration, uploaded)
     return _answer(request, transcript, started, received)
 
 
