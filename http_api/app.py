@@ -30,6 +30,7 @@ def make_app(settings: Settings, core: Core | None = None) -> web.Application:
     app = web.Application(client_max_size=int(settings.max_upload_mb * 1024 * 1024), middlewares=[openai_errors])
     app[LOADED] = Loaded(core)
     app[CODEC_THREADS] = ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="http-codec")
+    operations.count_requests(app)  # the outermost middleware, whatever others are added later
     app.add_routes(openai_transcriptions.routes)
     app.add_routes(openai_speech.routes)
     app.add_routes(openai_models.routes)

@@ -17,12 +17,14 @@ from typing import Any
 
 from aiohttp import web
 
+from wyoming_wis import metrics
 from wyoming_wis.audio import ENCODINGS, Encoder
 from wyoming_wis.errors import BadAudio
 from wyoming_wis.tts.stream import Piece, SpeechStream
 
 from . import fields
 from .errors import ApiError, bad_field
+from .operations import started
 from .sse import EventStream
 from .state import core_of, in_thread
 
@@ -91,12 +93,14 @@ async def send_speech(
 
     Until then nothing is sent, so a busy engine is still an ordinary error answer.
     `X-Cache` says whether that first piece came from the speech cache (HIT, MISS or BYPASS).
+    The time to the first audio counts from the start of the request.
     """
+    sent = metrics.SpeechSent("http", stream, started(request))
     pieces = aiter(stream)
     first = await anext(pieces, None)  # a busy engine fails here, before any answer
     encoder = await in_thread(request, Encoder, encoding, stream.format)  # opens a codec: not on the loop
     cache = "BYPASS" if stream.cache is None else "HIT" if stream.cache_hits else "MISS"
-    async with aclosing(_encoded(request, encoder, first, pieces)) as audio:
+    async with aclosing(_encoded(request, encoder, first, pieces, sent)) as audio:
         if events:
             return await _send_events(request, audio, characters)
         response = web.StreamResponse(headers={"Content-Type": encoder.media_type, "X-Cache": cache})
@@ -131,17 +135,29 @@ async def _reference(request: web.Request, form: Mapping[str, Any]) -> bytes:
 
 
 async def _encoded(
-    request: web.Request, encoder: Encoder, first: Piece | None, pieces: AsyncGenerator[Piece, None]
+    request: web.Request,
+    encoder: Encoder,
+    first: Piece | None,
+    pieces: AsyncGenerator[Piece, None],
+    sent: metrics.SpeechSent,
 ) -> AsyncGenerator[bytes, None]:
-    """The file, piece by piece as the speech is made; the encoder works in a codec thread."""
-    piece = first
+    """The file, piece by piece as the speech is made; the encoder works in a codec thread.
+
+    Speech counts as sent once the bytes it was encoded into are written (the
+    consumer asks for more only then); an encoder may hold some back for a while.
+    """
+    piece, held = first, 0
     try:
         while piece is not None:
+            held += len(piece.audio)
             if piece.audio and (data := await in_thread(request, encoder.encode, piece.audio)):
                 yield data
+                sent.sent(held)
+                held = 0
             piece = await anext(pieces, None)
         if data := await in_thread(request, encoder.finish):
             yield data
+        sent.sent(held)
     finally:
         await pieces.aclose()  # a client gone mid-stream stops the synthesis
 

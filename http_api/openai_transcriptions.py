@@ -7,12 +7,14 @@ is refused before decoding starts, and before the first byte of a streamed answe
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 from aiohttp import web
 
+from wyoming_wis import metrics
 from wyoming_wis.asr import AsrSession
 from wyoming_wis.audio import WHISPER_RATE, decode_file
 
@@ -40,6 +42,7 @@ async def translations(request: web.Request) -> web.StreamResponse:
 
 async def _transcribe(request: web.Request, task: str) -> web.StreamResponse:
     form = await fields.read_form(request)
+    received = time.perf_counter()  # the end of the client's audio
     upload = form.get("file")
     if not isinstance(upload, web.FileField):
         raise bad_field("file", "'file' is required: the audio, as a file in multipart/form-data")
@@ -75,6 +78,7 @@ async def _transcribe(request: web.Request, task: str) -> web.StreamResponse:
         transcript = await session.finish()
     finally:
         session.close()
+    metrics.transcribed("http", session.engine.name, transcript.duration, received)
     if events is not None:
         if events.response is None and transcript.text:  # partial results are off: all of it at once
             await on_text(transcript.text)

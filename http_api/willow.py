@@ -22,6 +22,7 @@ import time
 
 from aiohttp import web
 
+from wyoming_wis import metrics
 from wyoming_wis.asr import AsrSession
 from wyoming_wis.asr.engine import Transcript
 from wyoming_wis.audio import AmrWbDecoder, AudioFormat, write_wav
@@ -88,6 +89,7 @@ async def willow(request: web.Request) -> web.Response:
         transcript = await session.finish()
     finally:
         session.close()
+    metrics.transcribed("http", session.engine.name, transcript.duration, received)
     if fields.boolean(request.query.get("save_audio"), "save_audio", False):
         await _save(request, session)
     return _answer(request, transcript, started, received)
@@ -107,6 +109,7 @@ async def asr(request: web.Request) -> web.Response:
     """A whole recording (multipart `audio_file`, any format PyAV reads): the same answer as /api/willow."""
     started = time.perf_counter()
     form = await fields.read_form(request)
+    uploaded = time.perf_counter()  # the end of the client's audio
     upload = _upload(form.get("audio_file"))
     session = _session(request)
     try:
@@ -115,6 +118,7 @@ async def asr(request: web.Request) -> web.Response:
         transcript = await session.finish()
     finally:
         session.close()
+    metrics.transcribed("http", session.engine.name, transcript.duration, uploaded)
     return _answer(request, transcript, started, received, stats=True)  # WIS always times /api/asr
 
 

@@ -18,8 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import av
+import httpx
 import jiwer
 import numpy as np
+from prometheus_client.parser import text_string_to_metric_families
 from wyoming.asr import Transcribe
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.client import AsyncClient, AsyncTcpClient
@@ -64,6 +66,15 @@ class Server:
 
     def client(self) -> AsyncTcpClient:
         return AsyncTcpClient(self.host, self.port)
+
+    def metric(self, name: str, **labels: str) -> float | None:
+        """One sample from GET /metrics, or None if it is not there."""
+        text = httpx.get(self.http_url + "/metrics", timeout=10).raise_for_status().text
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == name and sample.labels == labels:
+                    return sample.value
+        return None
 
     def rss_mb(self) -> float:
         status = Path(f"/proc/{self.process.pid}/status").read_text()

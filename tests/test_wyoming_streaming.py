@@ -86,6 +86,7 @@ async def test_idle_model_is_unloaded_and_reloaded(data_dir: Path, tmp_path: Pat
         async with server.client() as client:
             assert (await transcribe(client, load_audio(path))).type == "transcript"
         loaded = server.rss_mb()
+        assert server.metric("wis_model_loaded", kind="asr", model="base") == 1
         deadline = time.monotonic() + 30
         while "Unloaded Whisper base" not in server.log:
             assert time.monotonic() < deadline, server.log
@@ -93,10 +94,12 @@ async def test_idle_model_is_unloaded_and_reloaded(data_dir: Path, tmp_path: Pat
         unloaded = server.rss_mb()
         print(f"RSS loaded {loaded:.0f} MB, unloaded {unloaded:.0f} MB")
         assert loaded - unloaded > 50, (loaded, unloaded)  # base in int8 is about 75 MB of weights
+        assert server.metric("wis_model_loaded", kind="asr", model="base") == 0
 
         async with server.client() as client:
             heard = await transcribe(client, load_audio(path))
         assert wer([reference], [heard.data["text"]]) == 0
         assert "Reloaded Whisper base" in server.log
+        assert server.metric("wis_model_loaded", kind="asr", model="base") == 1
     finally:
         assert server.stop() == 0, server.log

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from . import metrics
 from .asr import AsrSession, Bias, WhisperEngine
 from .asr.session import OnText
 from .catalog import Catalog, Found
@@ -61,6 +62,7 @@ class Core:
             if settings.speech_cache_mb
             else None
         )
+        metrics.watch_models(self)
 
     @classmethod
     def load(cls, settings: Settings) -> Core:

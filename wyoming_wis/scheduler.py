@@ -22,6 +22,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from . import metrics
 from .errors import Busy
 
 T = TypeVar("T")
@@ -51,24 +52,47 @@ class Pace:
 
 
 class Scheduler:
-    def __init__(self, name: str, workers: int, queue_size: int) -> None:
+    def __init__(self, name: str, workers: int, queue_size: int, *, engine: str = "", model: str = "") -> None:
+        """`engine` (whisper, piper, xtts) and `model` label its metrics; by default the name is the engine."""
         self.name = name
+        self.engine = engine or name
+        self.model = model
         self.workers = workers
         self.capacity = workers + queue_size
         self._pending = 0  # running + waiting; only touched on the event loop thread
-        self._waiting: list[tuple[float, int, Future[Any], Callable[[], Any]]] = []
+        self._running = 0  # calls in worker threads; changed under `_ready`
+        # (deadline, order, when queued, future, call)
+        self._waiting: list[tuple[float, int, float, Future[Any], Callable[[], Any]]] = []
         self._order = itertools.count()
         self._ready = threading.Condition()
         self._closed = False
+        self._queue_wait = metrics.QUEUE_WAIT.labels(self.engine, model)
+        self._inference = metrics.INFERENCE.labels(self.engine, model)
+        self._rejected = metrics.REJECTED.labels(self.engine, model)
         self._threads = [
             threading.Thread(target=self._work, name=f"{name}-{index}", daemon=True) for index in range(workers)
         ]
         for thread in self._threads:
             thread.start()
+        metrics.watch_scheduler(self)
 
     @property
     def pending(self) -> int:
         return self._pending
+
+    @property
+    def waiting(self) -> int:
+        """Calls queued, not yet taken by a worker."""
+        return len(self._waiting)
+
+    @property
+    def running(self) -> int:
+        """Calls running in worker threads."""
+        return self._running
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     async def run(self, func: Callable[..., T], *args: Any, pace: Pace | None = None, at: float | None = None) -> T:
         """Run `func(*args)` in a worker thread and return its result.
@@ -79,6 +103,7 @@ class Scheduler:
         once running it finishes in its thread, and its slot is freed only then.
         """
         if (pace is None or not pace.admitted) and self._pending >= self.capacity:
+            self._rejected.inc()
             raise Busy(f"{self.name} is busy: {self._pending} requests are running or waiting; try again shortly")
         if pace is not None:
             pace.admitted = True
@@ -88,7 +113,7 @@ class Scheduler:
             if self._closed:
                 raise RuntimeError(f"{self.name} has shut down")
             deadline = time.monotonic() if pace is None else pace.started + (pace.seconds if at is None else at)
-            item = (deadline, next(self._order), future, lambda: func(*args))
+            item = (deadline, next(self._order), time.perf_counter(), future, lambda: func(*args))
             heapq.heappush(self._waiting, item)
             self._ready.notify()
         self._pending += 1
@@ -102,13 +127,27 @@ class Scheduler:
                     self._ready.wait()
                 if self._closed:
                     return
-                _, _, future, call = heapq.heappop(self._waiting)
+                _, _, queued, future, call = heapq.heappop(self._waiting)
             if not future.set_running_or_notify_cancel():
                 continue  # its caller was cancelled while it waited
+            started = time.perf_counter()
+            self._queue_wait.observe(started - queued)
+            with self._ready:
+                self._running += 1
             try:
-                future.set_result(call())
+                result = call()
             except BaseException as err:  # handed to the caller, like concurrent.futures does
+                self._ran(started)
                 future.set_exception(err)
+            else:
+                self._ran(started)
+                future.set_result(result)
+
+    def _ran(self, started: float) -> None:
+        """A call has ended: counted before its caller hears, so a scrape after the answer sees it."""
+        self._inference.observe(time.perf_counter() - started)
+        with self._ready:
+            self._running -= 1
 
     def _release(self) -> None:
         self._pending -= 1
@@ -119,7 +158,7 @@ class Scheduler:
             self._closed = True
             waiting, self._waiting = self._waiting, []
             self._ready.notify_all()
-        for _, _, future, _ in waiting:
+        for *_, future, _ in waiting:
             future.cancel()
 
 

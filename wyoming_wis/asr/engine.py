@@ -105,7 +105,7 @@ class WhisperEngine:
                 _LOGGER.warning(
                     "Whisper %s does not support --language %s; it will detect", self.name, default_language
                 )
-        self.scheduler = Scheduler(f"whisper-{found.name}", workers, queue_size)
+        self.scheduler = Scheduler(f"whisper-{found.name}", workers, queue_size, engine="whisper", model=found.name)
         self.batcher = Batcher(self._decode, max_batch)
         self._prompts: dict[str, tuple[int, ...]] = {}
         # Loaded or not: decoding holds `_active`; unloading needs it at zero.

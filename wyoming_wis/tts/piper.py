@@ -78,7 +78,7 @@ class PiperEngine:
         self.format = AudioFormat(rate=self.voice.config.sample_rate, width=2, channels=1)
         stat = found.path.stat()  # a changed voice file must not be mistaken for the old one
         self.identity = f"{found.name}:{found.path}:{stat.st_size}:{stat.st_mtime_ns}"
-        self.scheduler = Scheduler(f"piper-{found.name}", workers, queue_size)
+        self.scheduler = Scheduler(f"piper-{found.name}", workers, queue_size, engine="piper", model=found.name)
         self.gain = self._loudness_gain()
 
     def speaker_id(self, speaker: str | None) -> int | None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from typing import Protocol
 
 from sentence_stream import SentenceBoundaryDetector
 
+from .. import metrics
 from ..audio import AudioFormat
 from ..errors import TextTooLong
 from ..scheduler import Pace
@@ -108,6 +110,7 @@ class SpeechStream:
         self.params = params or voice.params
         self.cache = cache
         self.cache_hits = 0  # phrases of this stream that came from the cache
+        self.text_at: float | None = None  # when its first text came (time.perf_counter()), for metrics
         self.pace = Pace()
         self._speaker = speaker
         self._speaker_id = voice.speaker_id(speaker)  # an unknown speaker fails here, before any text
@@ -119,6 +122,8 @@ class SpeechStream:
 
     def write(self, text: str) -> None:
         """Add text; raises TextTooLong once the stream passes the limit."""
+        if self.text_at is None and text.strip():
+            self.text_at = time.perf_counter()
         self._chars += len(text)
         if self._chars > self._max_chars:
             raise TextTooLong(f"Text is longer than the limit of {self._max_chars} characters")
@@ -170,6 +175,7 @@ class SpeechStream:
 
     async def _speak(self, phrase: str, urgent: bool) -> AsyncIterator[bytes]:
         if self.cache is None:
+            metrics.cache_lookup("bypass")
             async for audio in self._engine_stream(phrase, urgent):
                 yield audio
             return
@@ -185,8 +191,10 @@ class SpeechStream:
         audio = await self.cache.get(key)
         if audio is not None:
             self.cache_hits += 1
+            metrics.cache_lookup("hit")
             yield audio
             return
+        metrics.cache_lookup("miss")
         pieces = []
         async for audio in self._engine_stream(phrase, urgent):
             pieces.append(audio)

@@ -128,7 +128,7 @@ class XttsEngine:
         stat = (folder / "model.pth").stat()  # a changed model must not be mistaken for the old one
         self.identity = f"{found.name}:{folder}:{stat.st_size}:{stat.st_mtime_ns}"
         self.description = f"XTTS-v2 {found.name} ({len(self.languages)} languages, voice cloning)"
-        self.scheduler = Scheduler(f"xtts-{found.name}", workers, queue_size)
+        self.scheduler = Scheduler(f"xtts-{found.name}", workers, queue_size, engine="xtts", model=found.name)
         _LOGGER.info(
             "XTTS model %s on %s: %d studio speakers, %d cloned voices in %s",
             found.name,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -23,6 +24,7 @@ from wyoming.ping import Ping, Pong
 from wyoming.server import AsyncEventHandler
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeStopped, SynthesizeVoice
 
+from .. import metrics
 from ..asr import AsrSession
 from ..audio import AudioFormat, chunks
 from ..core import Core
@@ -50,6 +52,8 @@ class WyomingHandler(AsyncEventHandler):
         self._in_stream = False
         self._stream: SpeechStream | None = None  # None inside a stream that failed
         self._speaking: asyncio.Task[None] | None = None
+        # Open requests by kind (see _KINDS), for metrics: in progress until answered.
+        self._requests: dict[str, metrics.Request] = {}
 
     async def run(self) -> None:
         try:
@@ -80,11 +84,13 @@ class WyomingHandler(AsyncEventHandler):
                 raise BadRequest(f"Malformed {event.type} event: {err!r}") from err
             await method(self, message)
         except WisError as err:
+            self._request(_KINDS[event_class]).failed(err)
             await self._send_error(err)
         except ConnectionError:
             raise
-        except Exception:  # a bug: report it, keep serving
+        except Exception as err:  # a bug: report it, keep serving
             _LOGGER.exception("Error handling %s", event.type)
+            self._request(_KINDS[event_class]).failed(err)
             await self._send_error(WisError(f"Internal error handling {event.type}; see the server log"))
         return True
 
@@ -92,14 +98,26 @@ class WyomingHandler(AsyncEventHandler):
         if self._speaking is not None:
             self._speaking.cancel()
         self._end_session()
+        for request in self._requests.values():
+            request.done("disconnected")  # those already answered are not counted again
+
+    def _request(self, kind: str) -> metrics.Request:
+        """The open request of this kind, or a new one (counted in progress until it is answered)."""
+        request = self._requests.get(kind)
+        if request is None or request.finished:
+            request = self._requests[kind] = metrics.Request("wyoming", kind)
+        return request
 
     # -- general --------------------------------------------------------------
 
     async def _describe(self, _: Describe) -> None:
         await self.core.refresh_voices()  # voices added or removed on disk show up
-        await self.write_event(build_info(self.core).event())
+        info = build_info(self.core).event()
+        self._request("describe").done()
+        await self.write_event(info)
 
     async def _ping(self, ping: Ping) -> None:
+        self._request("ping").done()
         await self.write_event(Pong(text=ping.text).event())
 
     async def _select_program(self, select: SelectProgram) -> None:
@@ -111,11 +129,14 @@ class WyomingHandler(AsyncEventHandler):
             self.voice = name
         elif name != PROGRAM_NAME:
             raise UnknownProgram(f"Unknown program {name!r} (programs: {PROGRAM_NAME})")
+        self._request("select-program").done()
 
     # -- speech to text -------------------------------------------------------
 
     async def _transcribe(self, request: Transcribe) -> None:
         self._end_session()
+        if (unfinished := self._requests.pop("transcribe", None)) is not None:
+            unfinished.done("cancelled")  # its audio never ended; this request replaces it
         with self._audio_request():
             self._session = self._open_session(
                 _text(request.name, "name") or self.asr_model,
@@ -141,6 +162,7 @@ class WyomingHandler(AsyncEventHandler):
             self._session.feed(chunk.audio or b"", _audio_format(chunk))
 
     async def _audio_stop(self, _: AudioStop) -> None:
+        ended = time.perf_counter()
         session, failed = self._session, self._audio_failed
         self._session, self._audio_failed = None, False
         if failed:
@@ -151,6 +173,8 @@ class WyomingHandler(AsyncEventHandler):
             transcript = await session.finish()
         finally:
             session.close()
+        metrics.transcribed("wyoming", session.engine.name, transcript.duration, ended)
+        self._request("transcribe").done()
         await self._start_transcript(transcript.language)
         await self.write_event(Transcript(text=transcript.text, language=transcript.language).event())
         if self._streams_transcripts:
@@ -160,6 +184,7 @@ class WyomingHandler(AsyncEventHandler):
         self, model: str | None, language: str | None = None, names: Sequence[str] = (), terms: Sequence[str] = ()
     ) -> AsrSession:
         self._transcript_started = False
+        self._request("transcribe")  # in progress from its first event
         return self.core.asr_session(model, language, names, terms, on_text=self._send_transcript_chunk)
 
     @property
@@ -195,16 +220,20 @@ class WyomingHandler(AsyncEventHandler):
     async def _synthesize(self, request: Synthesize) -> None:
         if self._in_stream:
             return  # the compatibility copy of a streamed text; its audio is already on its way
+        received = time.perf_counter()
+        self._request("synthesize")
         stream = await self._open_stream(request.voice)
         stream.write(_text(request.text, "text") or "")
         stream.close()
-        await self._speak(stream, cycle_per_sentence=False)
+        await self._speak(stream, cycle_per_sentence=False, since=received)
+        self._request("synthesize").done()
 
     async def _synthesize_start(self, start: SynthesizeStart) -> None:
         await self._end_stream()
         self._in_stream = True
+        request = self._request("synthesize-stream")
         self._stream = await self._open_stream(start.voice)
-        self._speaking = asyncio.create_task(self._speak_stream(self._stream))
+        self._speaking = asyncio.create_task(self._speak_stream(self._stream, request))
 
     async def _synthesize_chunk(self, chunk: SynthesizeChunk) -> None:
         if self._stream is None:
@@ -236,22 +265,32 @@ class WyomingHandler(AsyncEventHandler):
         if speaking is not None:
             await asyncio.gather(speaking, return_exceptions=True)  # it reports its own errors
 
-    async def _speak_stream(self, stream: SpeechStream) -> None:
+    async def _speak_stream(self, stream: SpeechStream, request: metrics.Request) -> None:
         try:
             await self._speak(stream, cycle_per_sentence=True)
+            request.done()
         except WisError as err:
+            request.failed(err)
             if self._stream is stream:  # later text for this stream is dropped
                 self._stream = None
             await self._send_error(err)
-        except ConnectionError:
-            pass
-        except Exception:
+        except ConnectionError as err:
+            request.failed(err)
+        except Exception as err:
+            request.failed(err)
             _LOGGER.exception("Error in streaming synthesis")
             await self._send_error(WisError("Internal error in synthesis; see the server log"))
+        except asyncio.CancelledError as err:  # the client left, or its text failed (counted then)
+            request.failed(err)
+            raise
 
-    async def _speak(self, stream: SpeechStream, cycle_per_sentence: bool) -> None:
-        """Send the stream's audio: one audio-start/stop pair, or one per sentence."""
+    async def _speak(self, stream: SpeechStream, cycle_per_sentence: bool, since: float | None = None) -> None:
+        """Send the stream's audio: one audio-start/stop pair, or one per sentence.
+
+        The time to the first audio counts from `since`, or else from the stream's first text.
+        """
         audio = stream.format
+        sent = metrics.SpeechSent("wyoming", stream, since)
         start = AudioStart(rate=audio.rate, width=audio.width, channels=audio.channels).event()
         started = not cycle_per_sentence
         if started:
@@ -264,6 +303,7 @@ class WyomingHandler(AsyncEventHandler):
                 await self.write_event(
                     AudioChunk(rate=audio.rate, width=audio.width, channels=audio.channels, audio=pcm).event()
                 )
+                sent.sent(len(pcm))
             if piece.ends_phrase and started and cycle_per_sentence:
                 await self.write_event(AudioStop().event())
                 started = False
@@ -297,6 +337,20 @@ def _text(value: Any, field: str) -> str | None:
 
 
 _Route = Callable[[WyomingHandler, Any], Awaitable[None]]
+# The request each event belongs to, as counted in metrics.
+_KINDS: dict[type[Eventable], str] = {
+    Describe: "describe",
+    Ping: "ping",
+    SelectProgram: "select-program",
+    Transcribe: "transcribe",
+    AudioStart: "transcribe",
+    AudioChunk: "transcribe",
+    AudioStop: "transcribe",
+    Synthesize: "synthesize",
+    SynthesizeStart: "synthesize-stream",
+    SynthesizeChunk: "synthesize-stream",
+    SynthesizeStop: "synthesize-stream",
+}
 _ROUTES: dict[type[Eventable], _Route] = {
     Describe: WyomingHandler._describe,
     Ping: WyomingHandler._ping,

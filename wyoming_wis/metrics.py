@@ -1,0 +1,330 @@
+"""Prometheus metrics shared by every frontend: what was asked, how long it took, what is loaded.
+
+The metrics live in one registry of our own, `REGISTRY`, not prometheus-client's
+global default: the default is shared with every library in the process, so a
+name someone else registers could clash with ours, and /metrics would export
+whatever they put there. Ours holds the `wis_*` metrics and the process's own
+(memory, CPU, Python); it is made once per process, and every server in the
+process counts into it (in production a process is one server; tests compare a
+scrape before and after what they do).
+
+Labels are low-cardinality only, never anything per request or per client:
+`frontend` (wyoming, http, webrtc), `route` (a Wyoming request kind, or an HTTP
+route's path template), `status` (Wyoming: ok or the error code; HTTP: the
+status code), `engine` (whisper, piper, xtts), `kind` (asr, tts), `model` (a
+loaded model or voice), `result` (hit, miss, bypass).
+
+Frontends use the helpers here rather than the metric objects: `Request` for
+requests and in-flight counts, `transcribed` when a transcript is ready,
+`SpeechSent` while speech goes out. Updates are a lock and an add, safe from
+any thread; what is read at scrape time (queue depth, running calls, models
+loaded) is collected then from the live schedulers and cores.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import weakref
+from collections.abc import Iterable, Iterator
+from typing import Any, Protocol
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    GCCollector,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    disable_created_metrics,
+    generate_latest,
+)
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from . import __version__
+from .errors import WisError
+
+FRONTENDS = ("wyoming", "http", "webrtc")
+# Seconds a user may wait: 5 ms (a cached phrase) to 30 s (a long file on a slow CPU).
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+# No `_created` series beside every counter and histogram: they double what is stored, and
+# Prometheus's text format does not need them (the process's start time is exported).
+disable_created_metrics()
+REGISTRY = CollectorRegistry(auto_describe=True)
+ProcessCollector(registry=REGISTRY)
+PlatformCollector(registry=REGISTRY)
+GCCollector(registry=REGISTRY)
+
+BUILD_INFO = Gauge("wis_build_info", "The server's version; always 1", ["version"], registry=REGISTRY)
+BUILD_INFO.labels(__version__).set(1)
+
+REQUESTS = Counter(
+    "wis_requests_total",
+    "Requests answered, by frontend, route (Wyoming request kind or HTTP route template) and status "
+    "(Wyoming: ok or the error code; HTTP: the status code, 499 when the client left first)",
+    ["frontend", "route", "status"],
+    registry=REGISTRY,
+)
+IN_PROGRESS = Gauge(
+    "wis_requests_in_progress",
+    "Requests begun and not yet answered (a Wyoming transcription counts while its audio streams)",
+    ["frontend", "route"],
+    registry=REGISTRY,
+)
+QUEUE_WAIT = Histogram(
+    "wis_queue_wait_seconds",
+    "Time a model call waited in its engine's queue before a worker took it",
+    ["engine", "model"],
+    buckets=LATENCY_BUCKETS,
+    registry=REGISTRY,
+)
+INFERENCE = Histogram(
+    "wis_inference_seconds",
+    "Time a model call ran in a worker thread (a Whisper batch, a Piper or XTTS step)",
+    ["engine", "model"],
+    buckets=LATENCY_BUCKETS,
+    registry=REGISTRY,
+)
+REJECTED = Counter(
+    "wis_busy_rejections_total",
+    "Model calls refused because the engine's queue was full (the client got a busy error)",
+    ["engine", "model"],
+    registry=REGISTRY,
+)
+AFTER_AUDIO = Histogram(
+    "wis_asr_after_end_of_audio_seconds",
+    "Time from the end of the client's audio (Wyoming audio-stop, end of the HTTP body) to the transcript",
+    ["frontend", "model"],
+    buckets=LATENCY_BUCKETS,
+    registry=REGISTRY,
+)
+FIRST_AUDIO = Histogram(
+    "wis_tts_time_to_first_audio_seconds",
+    "Time from a speech request (for streamed text: its first text) to the first audio sent",
+    ["frontend", "model"],
+    buckets=LATENCY_BUCKETS,
+    registry=REGISTRY,
+)
+ASR_SECONDS = Counter(
+    "wis_asr_audio_seconds_total",
+    "Seconds of audio transcribed",
+    ["frontend", "model"],
+    registry=REGISTRY,
+)
+TTS_SECONDS = Counter(
+    "wis_tts_audio_seconds_total",
+    "Seconds of speech sent to clients",
+    ["frontend", "model"],
+    registry=REGISTRY,
+)
+CACHE = Counter(
+    "wis_tts_cache_phrases_total",
+    "Phrases looked up in the speech cache: hit, miss, or bypass (the cache was off for the request)",
+    ["result"],
+    registry=REGISTRY,
+)
+_CACHE_RESULTS = {result: CACHE.labels(result) for result in ("hit", "miss", "bypass")}
+
+
+def exposition() -> bytes:
+    """Every metric in Prometheus's text format; blocking (it asks engines whether they are loaded)."""
+    return generate_latest(REGISTRY)
+
+
+async def scrape() -> bytes:
+    """The exposition, made in a thread: a model loading or unloading must not hold up the event loop."""
+    return await asyncio.to_thread(exposition)
+
+
+# -- requests ---------------------------------------------------------------------
+
+
+def status_of(err: BaseException) -> str:
+    """A request's status when it ended with `err`: the error's code, or what happened to the connection."""
+    if isinstance(err, WisError):
+        return err.code
+    if isinstance(err, asyncio.CancelledError):
+        return "cancelled"
+    if isinstance(err, ConnectionError):
+        return "disconnected"
+    return "internal-error"
+
+
+class Request:
+    """One request, from when it began to its answer: in progress meanwhile, counted once with its status.
+
+    `count` and `end` are separate for HTTP, where the status is known (and
+    counted) when the answer starts, and the request ends once a stream of it is sent.
+    """
+
+    __slots__ = ("frontend", "route", "started", "counted", "ended")
+
+    def __init__(self, frontend: str, route: str) -> None:
+        self.frontend = frontend
+        self.route = route
+        self.started = time.perf_counter()
+        self.counted = self.ended = False
+        IN_PROGRESS.labels(frontend, route).inc()
+
+    @property
+    def finished(self) -> bool:
+        return self.counted and self.ended
+
+    def count(self, status: str) -> None:
+        """Count the request with `status`; only the first call counts."""
+        if not self.counted:
+            self.counted = True
+            REQUESTS.labels(self.frontend, self.route, status).inc()
+
+    def end(self) -> None:
+        """No longer in progress; only the first call counts."""
+        if not self.ended:
+            self.ended = True
+            IN_PROGRESS.labels(self.frontend, self.route).dec()
+
+    def done(self, status: str = "ok") -> None:
+        self.count(status)
+        self.end()
+
+    def failed(self, err: BaseException) -> None:
+        self.done(status_of(err))
+
+
+# -- speech to text and text to speech --------------------------------------------
+
+
+def transcribed(frontend: str, model: str, audio_seconds: float, audio_ended: float) -> None:
+    """A transcript is ready; `audio_ended` is when the client's audio ended (`time.perf_counter()`)."""
+    AFTER_AUDIO.labels(frontend, model).observe(time.perf_counter() - audio_ended)
+    ASR_SECONDS.labels(frontend, model).inc(audio_seconds)
+
+
+class _Format(Protocol):
+    def seconds(self, num_bytes: int) -> float: ...
+
+
+class _Voice(Protocol):
+    name: str
+
+
+class _Stream(Protocol):
+    """What SpeechSent reads of a SpeechStream."""
+
+    voice: _Voice
+    format: _Format
+    text_at: float | None
+
+
+class SpeechSent:
+    """One reply's speech as a frontend sends it: the time to its first audio, and the seconds sent.
+
+    The time counts from `since`, when the request came (`time.perf_counter()`),
+    or if that is not given, from when the stream got its first text: for text
+    that streams in (an LLM writing), the wait for the text is not ours.
+    """
+
+    __slots__ = ("_first", "_seconds", "_stream", "since")
+
+    def __init__(self, frontend: str, stream: _Stream, since: float | None = None) -> None:
+        self.since = since
+        self._stream = stream
+        self._first: Any = FIRST_AUDIO.labels(frontend, stream.voice.name)
+        self._seconds = TTS_SECONDS.labels(frontend, stream.voice.name)
+
+    def sent(self, pcm_bytes: int) -> None:
+        """`pcm_bytes` of speech (in the stream's format) have been handed to the client's connection."""
+        if not pcm_bytes:
+            return
+        if self._first is not None:
+            since = self.since if self.since is not None else self._stream.text_at
+            if since is not None:
+                self._first.observe(time.perf_counter() - since)
+            self._first = None
+        self._seconds.inc(self._stream.format.seconds(pcm_bytes))
+
+
+def cache_lookup(result: str) -> None:
+    """A phrase was looked up in the speech cache: hit, miss, or bypass."""
+    _CACHE_RESULTS[result].inc()
+
+
+# -- scheduler and model state, read when scraped ---------------------------------
+
+
+class _Scheduler(Protocol):
+    engine: str
+    model: str
+    closed: bool
+    waiting: int
+    running: int
+
+
+class _Core(Protocol):
+    asr: dict[str, Any]
+    engines: list[Any]
+
+
+_schedulers: weakref.WeakSet[Any] = weakref.WeakSet()
+_cores: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def watch_scheduler(scheduler: _Scheduler) -> None:
+    """Report the scheduler's queue depth and running calls while it is open."""
+    _schedulers.add(scheduler)
+
+
+def watch_models(core: _Core) -> None:
+    """Report whether each of the core's models is loaded."""
+    _cores.add(core)
+
+
+class _LiveState(Collector):
+    """Gauges read from live objects at scrape time, so the hot paths update nothing for them."""
+
+    def collect(self) -> Iterator[Metric]:
+        depth = GaugeMetricFamily(
+            "wis_queue_depth", "Model calls waiting in an engine's queue", labels=["engine", "model"]
+        )
+        running = GaugeMetricFamily(
+            "wis_inference_in_progress", "Model calls running in an engine's worker threads", labels=["engine", "model"]
+        )
+        loaded = GaugeMetricFamily(
+            "wis_model_loaded",
+            "1 while a model is in memory, 0 once unloaded (--unload-after); it loads again on use",
+            labels=["kind", "model"],
+        )
+        waiting: dict[tuple[str, str], int] = {}
+        busy: dict[tuple[str, str], int] = {}
+        for scheduler in list(_schedulers):
+            if not scheduler.closed:
+                key = (scheduler.engine, scheduler.model)
+                waiting[key] = waiting.get(key, 0) + scheduler.waiting
+                busy[key] = busy.get(key, 0) + scheduler.running
+        _add(depth, waiting.items())
+        _add(running, busy.items())
+        _add(loaded, _model_states().items())
+        yield from (depth, running, loaded)
+
+    def describe(self) -> Iterable[Metric]:
+        return []  # names are only known once models load; nothing here clashes with the metrics above
+
+
+def _model_states() -> dict[tuple[str, str], int]:
+    states: dict[tuple[str, str], int] = {}
+    for core in list(_cores):
+        for engine in core.engines:
+            kind = "asr" if core.asr.get(engine.name) is engine else "tts"
+            key = (kind, engine.name)
+            states[key] = max(states.get(key, 0), int(getattr(engine, "loaded", True)))
+    return states
+
+
+def _add(family: GaugeMetricFamily, values: Iterable[tuple[tuple[str, str], int]]) -> None:
+    for labels, value in sorted(values):
+        family.add_metric(list(labels), value)
+
+
+REGISTRY.register(_LiveState())
