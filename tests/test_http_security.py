@@ -98,9 +98,18 @@ def test_the_openai_sdk_with_the_key_works_end_to_end(secured: Server) -> None:
     assert caught.value.status_code == 401 and caught.value.code == "invalid_api_key"
 
 
-def test_health_stays_open(secured: Server) -> None:
+def test_health_and_the_docs_stay_open(secured: Server) -> None:
     assert httpx.get(secured.http_url + "/health").json()["asr"]["tiny.en"]["state"] == "loaded"
     assert httpx.head(secured.http_url + "/health").status_code == 200
+    assert httpx.get(secured.http_url + "/api/docs").status_code == 200
+    assert httpx.get(secured.http_url + "/api/docs/swagger-ui.css").status_code == 200
+    spec = httpx.get(secured.http_url + "/api/openapi.json").json()
+    # The description says how to authenticate, and what is open.
+    assert set(spec["components"]["securitySchemes"]) == {"bearer", "apiKey", "basic"}
+    assert spec["security"] == [{"bearer": []}, {"apiKey": []}, {"basic": []}]
+    assert spec["paths"]["/health"]["get"]["security"] == []
+    assert "401" in spec["paths"]["/v1/audio/speech"]["post"]["responses"]
+    assert "security" not in spec["paths"]["/v1/audio/speech"]["post"]
 
 
 # -- Basic auth, as a Willow device sends it ---------------------------------------------
