@@ -1,8 +1,8 @@
 """The OpenAPI 3.0 description of the HTTP API, served at /api/openapi.json and shown at /api/docs.
 
-`OPERATIONS` describes each route by (method, path), next to nothing else; `document`
-publishes the ones the application registered, so the description never names a route
-that is not there, and a test fails if a registered route is not described. 3.0 rather
+`OPERATIONS` describes each route by (method, path); `document` publishes the ones the
+application registered, so the description never names a route that is not there, and a
+test fails if a registered route is not described. 3.0 rather
 than 3.1 because the bundled Swagger UI (4.x) reads 3.0.
 """
 
@@ -34,17 +34,17 @@ def _errors(*statuses: int) -> dict[str, Any]:
     return {str(status): {"$ref": f"#/components/responses/{ERROR_RESPONSES[status][0]}"} for status in statuses}
 
 
-def _query(name: str, description: str, schema: dict[str, Any] | None = None, required: bool = False) -> dict:
+def _query(name: str, description: str, schema: dict[str, Any] | None = None, required: bool = False) -> dict[str, Any]:
     return {
         "name": name,
         "in": "query",
         "required": required,
         "description": description,
-        "schema": schema or {"type": "string"},
+        "schema": schema or STRING,
     }
 
 
-def _header(name: str, description: str, schema: dict[str, Any] | None = None) -> dict[str, Any]:
+def _header(name: str, description: str, schema: dict[str, Any]) -> dict[str, Any]:
     return {"name": name, "in": "header", "required": False, "description": description, "schema": schema}
 
 
@@ -434,7 +434,7 @@ def registered(app: web.Application) -> set[tuple[str, str]]:
     routes = set()
     for route in app.router.routes():
         info = route.resource.get_info() if route.resource is not None else {}
-        path = info.get("formatter") or info.get("path")
+        path = info.get("formatter") or info.get("path")  # dynamic ({name}) or plain
         if path is not None:
             routes.add((route.method.lower(), path))
     return routes
