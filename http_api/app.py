@@ -15,7 +15,7 @@ from aiohttp import web
 from wyoming_wis.config import Settings
 from wyoming_wis.core import Core
 
-from . import openai_models, openai_speech, openai_transcriptions, operations, willow
+from . import cors, docs, openai_models, openai_speech, openai_transcriptions, operations, security, willow
 from .errors import openai_errors
 from .state import CODEC_THREADS, LOADED, Loaded
 
@@ -25,7 +25,8 @@ _LOGGER = logging.getLogger(__name__)
 def make_app(settings: Settings, core: Core | None = None) -> web.Application:
     """The HTTP frontend; it answers 503 until it has a `core` (see `loaded`).
 
-    Uploads larger than --max-upload-mb are refused with 413.
+    Uploads larger than --max-upload-mb are refused with 413. A bad --ssl-cert/--ssl-key is a StartupError here,
+    before any model loads.
     """
     app = web.Application(client_max_size=int(settings.max_upload_mb * 1024 * 1024), middlewares=[openai_errors])
     app[LOADED] = Loaded(core)
@@ -36,6 +37,9 @@ def make_app(settings: Settings, core: Core | None = None) -> web.Application:
     app.add_routes(openai_models.routes)
     app.add_routes(operations.routes)
     app.add_routes(willow.routes)
+    app.add_routes(docs.routes)
+    cors.setup(app, settings.cors_origin)  # before authentication: a browser's preflight carries no key
+    security.setup(app, settings)
     app.on_cleanup.append(_stop_threads)
     return app
 
@@ -53,6 +57,7 @@ async def start(app: web.Application, host: str, port: int) -> web.AppRunner:
     """Serve `app` until the returned runner is cleaned up."""
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
-    await web.TCPSite(runner, host, port).start()
-    _LOGGER.info("HTTP API listening on http://%s:%s", host, port)
+    tls = app.get(security.SSL_CONTEXT)
+    await web.TCPSite(runner, host, port, ssl_context=tls).start()
+    _LOGGER.info("HTTP API listening on %s://%s:%s", "https" if tls else "http", host, port)
     return runner

@@ -10,6 +10,8 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
+from aiohttp.typedefs import LooseHeaders
+from multidict import CIMultiDict
 
 from wyoming_wis.errors import WisError
 
@@ -45,12 +47,20 @@ _PARAM = {
 class ApiError(Exception):
     """An answer other than success, in OpenAI's shape."""
 
-    def __init__(self, status: int, message: str, param: str | None = None, code: str | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        param: str | None = None,
+        code: str | None = None,
+        headers: LooseHeaders | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.param = param
         self.code = code
+        self.headers = CIMultiDict(headers or {})
 
     @property
     def type(self) -> str:
@@ -60,7 +70,9 @@ class ApiError(Exception):
         return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
 
     def response(self) -> web.Response:
-        headers = {"Retry-After": str(RETRY_AFTER_SECONDS)} if self.status in (429, 503) else None
+        headers = CIMultiDict(self.headers)
+        if self.status in (429, 503):
+            headers.setdefault("Retry-After", str(RETRY_AFTER_SECONDS))
         return web.json_response(self.body(), status=self.status, headers=headers)
 
     @classmethod

@@ -104,8 +104,9 @@ def start_server(
     host: str = "127.0.0.1",
     wait: bool = True,
     timeout: float = 180,
+    env: dict[str, str] | None = None,
 ) -> Server:
-    """Run `python -m wyoming_wis` and wait until it listens (its log says so)."""
+    """Run `python -m wyoming_wis` (with `env` added to its environment) and wait until it listens (its log says so)."""
     workdir.mkdir(parents=True, exist_ok=True)
     port = port or free_port()
     log_path = workdir / f"server-{port}.log"
@@ -117,7 +118,9 @@ def start_server(
         http_port = free_port()  # never the default 19000: servers of one run must not collide
         argv += ["--http-port", str(http_port), "--http-host", host]
     with open(log_path, "wb") as log:
-        process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=log, env=offline_env(workdir), cwd=workdir)
+        process = subprocess.Popen(
+            argv, stdout=subprocess.DEVNULL, stderr=log, env=offline_env(workdir) | (env or {}), cwd=workdir
+        )
     server = Server(process, log_path, host, port, http_port)
     if wait:
         wait_ready(server, timeout)

@@ -105,3 +105,30 @@ def test_readme_documents_every_flag() -> None:
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     for option in OPTIONS:
         assert f"`{option.flag}" in readme and f"`{option.env}`" in readme, option.flag
+
+
+def test_http_security_settings_from_flags_and_the_environment() -> None:
+    environ = {"WIS_API_KEY": "k3y", "WIS_CORS_ORIGIN": "https://a.example, http://b.example:8080/"}
+    settings = Settings.from_args(["--api-user", "willow", "--api-password", "pw", "--ssl-cert", "c.pem"], environ)
+    assert (settings.api_key, settings.api_user, settings.api_password) == ("k3y", "willow", "pw")
+    assert settings.cors_origin == ["https://a.example", "http://b.example:8080"]
+    assert settings.ssl_cert == Path("c.pem") and settings.ssl_key is None
+    assert Settings.from_args(["--cors-origin", "*"], environ={}).cors_origin == ["*"]
+    off = Settings.from_args([], environ={})
+    assert (off.api_key, off.api_user, off.cors_origin, off.ssl_cert) == (None, None, [], None)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--api-user", "willow"], "--api-user and --api-password go together"),
+        (["--api-password", "pw"], "--api-user and --api-password go together"),
+        (["--ssl-key", "k.pem"], "--ssl-key needs --ssl-cert"),
+        (["--cors-origin", "app.example.com"], "expected * or an origin"),
+        (["--cors-origin", "https://app.example.com/path"], "expected * or an origin"),
+    ],
+)
+def test_incomplete_http_security_settings_are_refused(argv, message, capsys) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        Settings.from_args(argv, environ={})
+    assert exit_info.value.code == 2 and message in capsys.readouterr().err

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 from . import __version__
 
@@ -105,6 +106,15 @@ def _positive_float(text: str) -> float:
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be above 0, got {value}")
     return value
+
+
+def _origin(text: str) -> str:
+    """A browser origin as the Origin header spells it (scheme://host[:port]), or *."""
+    origin = text.strip().rstrip("/")
+    parsed = urlparse(origin)
+    if origin != "*" and (parsed.scheme not in ("http", "https") or not parsed.netloc or parsed.path):
+        raise argparse.ArgumentTypeError(f"expected * or an origin like https://host:port, got {text!r}")
+    return origin
 
 
 OPTIONS: tuple[Option, ...] = (
@@ -295,6 +305,40 @@ OPTIONS: tuple[Option, ...] = (
         metavar="MB",
     ),
     Option(
+        "--api-key",
+        "Key every HTTP request must send, as Authorization: Bearer KEY or X-API-Key: KEY "
+        "(/health and the API docs stay open). Better set in the environment, which ps does not show. "
+        "Off by default.",
+        metavar="KEY",
+    ),
+    Option(
+        "--api-user",
+        "User name for HTTP Basic auth on the HTTP API (Willow devices send it from user:password@ in their URL); "
+        "needs --api-password. With --api-key too, either is accepted.",
+        metavar="USER",
+    ),
+    Option(
+        "--api-password",
+        "Password for HTTP Basic auth, with --api-user; better set in the environment.",
+        metavar="PASSWORD",
+    ),
+    Option(
+        "--cors-origin",
+        "Web origin allowed to call the HTTP API from a browser (https://app.example.com:8443), or * for any. "
+        "Repeat, or separate with commas in the environment. Off by default.",
+        default=[],
+        type=_origin,
+        multiple=True,
+        metavar="ORIGIN",
+    ),
+    Option("--ssl-cert", "PEM certificate (chain): serve the HTTP API over HTTPS.", type=Path, metavar="FILE"),
+    Option(
+        "--ssl-key",
+        "PEM private key of --ssl-cert, unless the certificate file holds it.",
+        type=Path,
+        metavar="FILE",
+    ),
+    Option(
         "--zeroconf",
         "Announce the Wyoming service to Home Assistant over mDNS; "
         "NAME defaults to a name kept in the data dir, stable across restarts.",
@@ -363,6 +407,12 @@ class Settings:
     http_host: str
     no_http: bool
     max_upload_mb: float
+    api_key: str | None
+    api_user: str | None
+    api_password: str | None
+    cors_origin: list[str]
+    ssl_cert: Path | None
+    ssl_key: Path | None
     zeroconf: str | None  # None: off; "": on with the default name
     zeroconf_host: str | None
     allow_download: bool
@@ -398,6 +448,10 @@ class Settings:
             if value is None:
                 value = list(option.default) if option.multiple else option.default
             values[option.dest] = value
+        if bool(values["api_user"]) != bool(values["api_password"]):
+            parser.error("--api-user and --api-password go together")
+        if values["ssl_key"] and not values["ssl_cert"]:
+            parser.error("--ssl-key needs --ssl-cert")
         return cls(**values)
 
 
@@ -432,7 +486,7 @@ def build_parser() -> argparse.ArgumentParser:
         default = option.default
         if option.multiple and default:
             default = ", ".join(str(item) for item in default)
-        shown_default = "" if default is None or default is False else f" Default: {default}."
+        shown_default = "" if default is None or default is False or default == [] else f" Default: {default}."
         kwargs: dict[str, Any] = {
             "dest": option.dest,
             "default": None,

@@ -1,0 +1,61 @@
+"""GET /api/openapi.json and GET /api/docs: the API's description and Swagger UI on it, served from the package.
+
+Swagger UI's files come from the `swagger-ui-bundle` package, so the page works with no
+network beyond this server: no CDN, and no call to Swagger's online validator.
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+from swagger_ui_bundle import swagger_ui_path
+
+from . import openapi
+from .errors import ApiError
+
+routes = web.RouteTableDef()
+ASSETS = frozenset({"swagger-ui.css", "swagger-ui-bundle.js", "favicon-32x32.png", "favicon-16x16.png"})
+ASSET_MAX_AGE = 86400  # seconds; the files change only with the package
+
+# Relative URLs: /api/docs/swagger-ui.css and /api/openapi.json, also behind a proxy that adds a path prefix.
+PAGE = """<!DOCTYPE html>
+<html lang="en">
+<head>
+  <meta charset="utf-8">
+  <title>wyoming-wis API</title>
+  <link rel="stylesheet" href="docs/swagger-ui.css">
+  <link rel="icon" type="image/png" href="docs/favicon-32x32.png" sizes="32x32">
+</head>
+<body>
+  <div id="swagger-ui"></div>
+  <script src="docs/swagger-ui-bundle.js"></script>
+  <script>
+    window.ui = SwaggerUIBundle({
+      url: "openapi.json",
+      dom_id: "#swagger-ui",
+      deepLinking: true,
+      validatorUrl: null,
+      presets: [SwaggerUIBundle.presets.apis],
+      layout: "BaseLayout",
+    });
+  </script>
+</body>
+</html>
+"""
+
+
+@routes.get("/api/openapi.json")
+async def openapi_json(request: web.Request) -> web.Response:
+    return web.json_response(openapi.document(request.app))
+
+
+@routes.get("/api/docs")
+async def page(_: web.Request) -> web.Response:
+    return web.Response(text=PAGE, content_type="text/html")
+
+
+@routes.get("/api/docs/{asset}")
+async def asset(request: web.Request) -> web.FileResponse:
+    name = request.match_info["asset"]
+    if name not in ASSETS:
+        raise ApiError(404, f"No documentation file {name!r}", None, "not_found")
+    return web.FileResponse(swagger_ui_path / name, headers={"Cache-Control": f"public, max-age={ASSET_MAX_AGE}"})

@@ -1,0 +1,489 @@
+"""The OpenAPI 3.0 description of the HTTP API, served at /api/openapi.json and shown at /api/docs.
+
+`OPERATIONS` describes each route by (method, path); `document` publishes the ones the
+application registered, so the description never names a route that is not there, and a
+test fails if a registered route is not described. 3.0 rather
+than 3.1 because the bundled Swagger UI (4.x) reads 3.0.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from wyoming_wis import __version__
+
+from .security import CREDENTIALS, OPEN_RESOURCES, Credentials
+
+OPENAPI_VERSION = "3.0.3"
+JSON = "application/json"
+
+# -- building blocks --------------------------------------------------------------
+
+
+def _schema(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
+    return {"description": description, "content": {JSON: {"schema": schema}}}
+
+
+def _errors(*statuses: int) -> dict[str, Any]:
+    return {str(status): {"$ref": f"#/components/responses/{ERROR_RESPONSES[status][0]}"} for status in statuses}
+
+
+def _query(name: str, description: str, schema: dict[str, Any] | None = None, required: bool = False) -> dict[str, Any]:
+    return {
+        "name": name,
+        "in": "query",
+        "required": required,
+        "description": description,
+        "schema": schema or STRING,
+    }
+
+
+def _header(name: str, description: str, schema: dict[str, Any]) -> dict[str, Any]:
+    return {"name": name, "in": "header", "required": False, "description": description, "schema": schema}
+
+
+STRING = {"type": "string"}
+BOOLEAN = {"type": "boolean"}
+BINARY = {"type": "string", "format": "binary"}
+NULLABLE_STRING = {"type": "string", "nullable": True}
+RETRY_AFTER = {"Retry-After": {"description": "Seconds to wait before trying again", "schema": {"type": "integer"}}}
+X_CACHE = {
+    "X-Cache": {
+        "description": "Whether the speech came from the speech cache",
+        "schema": {"type": "string", "enum": ["HIT", "MISS", "BYPASS"]},
+    }
+}
+
+# status -> (component name, description, extra headers)
+ERROR_RESPONSES: dict[int, tuple[str, str, dict[str, Any]]] = {
+    400: ("BadRequest", "A field is wrong; `param` names it", {}),
+    401: ("Unauthorized", "No valid credentials (API key or HTTP Basic); see WWW-Authenticate", {}),
+    404: ("NotFound", "Unknown model, voice, speaker or path", {}),
+    413: ("PayloadTooLarge", "The upload is over --max-upload-mb", {}),
+    415: ("UnsupportedMediaType", "The audio cannot be decoded, or the body is not multipart/form-data", {}),
+    429: ("TooManyRequests", "The model's queue is full; try again after Retry-After", RETRY_AFTER),
+    503: ("Loading", "The models are still loading; try again after Retry-After", RETRY_AFTER),
+}
+
+SCHEMAS: dict[str, Any] = {
+    "Error": {
+        "type": "object",
+        "description": "OpenAI's error envelope, used for every error",
+        "required": ["error"],
+        "properties": {
+            "error": {
+                "type": "object",
+                "required": ["message", "type", "param", "code"],
+                "properties": {
+                    "message": STRING,
+                    "type": {"type": "string", "enum": ["invalid_request_error", "server_error"]},
+                    "param": NULLABLE_STRING,
+                    "code": NULLABLE_STRING,
+                },
+            }
+        },
+    },
+    "TranscriptionRequest": {
+        "type": "object",
+        "required": ["file"],
+        "properties": {
+            "file": {**BINARY, "description": "Audio in any format FFmpeg reads (wav, flac, mp3, ogg, m4a, webm, ...)"},
+            "model": {"type": "string", "default": "whisper-1", "description": "A loaded Whisper model"},
+            "language": {"type": "string", "description": "ISO-639-1 code; detected when absent"},
+            "prompt": {"type": "string", "description": "Text as if said just before"},
+            "response_format": {
+                "type": "string",
+                "enum": ["json", "text", "srt", "vtt", "verbose_json"],
+                "default": "json",
+            },
+            "temperature": {"type": "number", "minimum": 0, "maximum": 1, "default": 0},
+            "timestamp_granularities[]": {
+                "type": "array",
+                "items": {"type": "string", "enum": ["segment", "word"]},
+                "description": "With verbose_json",
+            },
+            "stream": {
+                "type": "boolean",
+                "default": False,
+                "description": "Server-Sent Events transcript.text.delta, then transcript.text.done",
+            },
+        },
+    },
+    "Usage": {
+        "type": "object",
+        "properties": {"type": {"type": "string", "enum": ["duration"]}, "seconds": {"type": "number"}},
+    },
+    "Transcription": {
+        "type": "object",
+        "required": ["text"],
+        "properties": {"text": STRING, "usage": _schema("Usage")},
+    },
+    "VerboseTranscription": {
+        "type": "object",
+        "required": ["task", "language", "duration", "text", "segments"],
+        "properties": {
+            "task": {"type": "string", "enum": ["transcribe", "translate"]},
+            "language": STRING,
+            "duration": {"type": "number"},
+            "text": STRING,
+            "segments": {"type": "array", "items": _schema("Segment")},
+            "words": {"type": "array", "items": _schema("Word")},
+            "usage": _schema("Usage"),
+        },
+    },
+    "Segment": {
+        "type": "object",
+        "properties": {
+            "id": {"type": "integer"},
+            "seek": {"type": "integer"},
+            "start": {"type": "number"},
+            "end": {"type": "number"},
+            "text": STRING,
+            "tokens": {"type": "array", "items": {"type": "integer"}},
+            "temperature": {"type": "number"},
+            "avg_logprob": {"type": "number"},
+            "compression_ratio": {"type": "number"},
+            "no_speech_prob": {"type": "number"},
+        },
+    },
+    "Word": {
+        "type": "object",
+        "properties": {"word": STRING, "start": {"type": "number"}, "end": {"type": "number"}},
+    },
+    "SpeechRequest": {
+        "type": "object",
+        "required": ["input"],
+        "properties": {
+            "input": {"type": "string", "maxLength": 4096, "description": "The text to speak"},
+            "model": {"type": "string", "description": "tts-1, tts-1-hd, gpt-4o-mini-tts or a voice name"},
+            "voice": {
+                "oneOf": [
+                    {"type": "string"},
+                    {"type": "object", "properties": {"id": STRING}, "required": ["id"]},
+                ],
+                "description": "A voice of ours or an OpenAI voice name",
+            },
+            "response_format": {
+                "type": "string",
+                "enum": ["mp3", "opus", "aac", "flac", "wav", "pcm"],
+                "default": "mp3",
+            },
+            "speed": {"type": "number", "minimum": 0.25, "maximum": 4},
+            "stream_format": {"type": "string", "enum": ["audio", "sse"], "default": "audio"},
+            "speaker": {"type": "string", "description": "A speaker of a multi-speaker voice"},
+            "language": {"type": "string", "description": "For voices that speak several"},
+            "cache": {"type": "boolean", "default": True, "description": "false synthesises afresh"},
+        },
+    },
+    "Model": {
+        "type": "object",
+        "required": ["id", "object", "created", "owned_by"],
+        "properties": {
+            "id": STRING,
+            "object": {"type": "string", "enum": ["model"]},
+            "created": {"type": "integer"},
+            "owned_by": STRING,
+        },
+    },
+    "ModelList": {
+        "type": "object",
+        "properties": {
+            "object": {"type": "string", "enum": ["list"]},
+            "data": {"type": "array", "items": _schema("Model")},
+        },
+    },
+    "VoiceList": {
+        "type": "object",
+        "properties": {
+            "voices": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "id": STRING,
+                        "name": STRING,
+                        "languages": {"type": "array", "items": STRING},
+                        "speakers": {"type": "array", "items": STRING},
+                        "description": NULLABLE_STRING,
+                        "engine": STRING,
+                    },
+                },
+            },
+            "openai": {
+                "type": "object",
+                "additionalProperties": STRING,
+                "description": "The voice each OpenAI voice name means",
+            },
+        },
+    },
+    "Health": {
+        "type": "object",
+        "properties": {
+            "status": {"type": "string", "enum": ["ok"]},
+            "asr": {"type": "object", "additionalProperties": _schema("EngineState")},
+            "tts": {"type": "object", "additionalProperties": _schema("EngineState")},
+        },
+    },
+    "EngineState": {
+        "type": "object",
+        "properties": {"state": {"type": "string", "enum": ["loaded", "unloaded"]}, "pending": {"type": "integer"}},
+    },
+    "WillowTranscript": {
+        "type": "object",
+        "required": ["language", "text"],
+        "properties": {
+            "language": STRING,
+            "text": STRING,
+            "infer_time": {"type": "number", "description": "ms, with stats=true"},
+            "audio_duration": {"type": "number", "description": "ms, with stats=true"},
+            "infer_speedup": {"type": "number", "nullable": True, "description": "with stats=true"},
+            "total_time": {"type": "number", "description": "ms, with stats=true"},
+        },
+    },
+}
+
+_TRANSCRIPT_RESPONSES: dict[str, Any] = {
+    "200": {
+        "description": "The transcript in the asked response_format, or events when stream=true",
+        "content": {
+            JSON: {"schema": {"oneOf": [_schema("Transcription"), _schema("VerboseTranscription")]}},
+            "text/plain": {"schema": STRING},
+            "application/x-subrip": {"schema": STRING},
+            "text/vtt": {"schema": STRING},
+            "text/event-stream": {"schema": STRING},
+        },
+    },
+    **_errors(400, 404, 413, 415, 429, 503),
+}
+
+_WILLOW_QUERY = [
+    _query("model", "A loaded Whisper model (default: the first)"),
+    _query("force_language", "Language of the speech (Whisper code); detected when absent"),
+    _query("translate", "Translate to English", BOOLEAN),
+    _query("stats", "Add timings (ms) to the answer", BOOLEAN),
+    _query("detect_language", "Accepted for WIS clients; the server decides", BOOLEAN),
+    _query("beam_size", "Accepted for WIS clients; the server decides", {"type": "integer"}),
+]
+
+_WILLOW_ANSWER = {"200": _json(_schema("WillowTranscript"), "The transcript"), **_errors(400, 404, 413, 415, 429, 503)}
+
+OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
+    ("post", "/v1/audio/transcriptions"): {
+        "tags": ["OpenAI"],
+        "summary": "Transcribe audio",
+        "requestBody": {
+            "required": True,
+            "content": {"multipart/form-data": {"schema": _schema("TranscriptionRequest")}},
+        },
+        "responses": _TRANSCRIPT_RESPONSES,
+    },
+    ("post", "/v1/audio/translations"): {
+        "tags": ["OpenAI"],
+        "summary": "Translate speech into English text",
+        "requestBody": {
+            "required": True,
+            "content": {"multipart/form-data": {"schema": _schema("TranscriptionRequest")}},
+        },
+        "responses": _TRANSCRIPT_RESPONSES,
+    },
+    ("post", "/v1/audio/speech"): {
+        "tags": ["OpenAI"],
+        "summary": "Speak text",
+        "description": "The audio is sent as it is made: chunked bytes, or speech.audio.delta events.",
+        "requestBody": {"required": True, "content": {JSON: {"schema": _schema("SpeechRequest")}}},
+        "responses": {
+            "200": {
+                "description": "Speech in the asked response_format, or events when stream_format=sse",
+                "headers": X_CACHE,
+                "content": {
+                    **{media: {"schema": BINARY} for media in ("audio/mpeg", "audio/ogg", "audio/aac", "audio/flac")},
+                    **{media: {"schema": BINARY} for media in ("audio/wav", "audio/pcm")},
+                    "text/event-stream": {"schema": STRING},
+                },
+            },
+            **_errors(400, 404, 429, 503),
+        },
+    },
+    ("get", "/v1/models"): {
+        "tags": ["OpenAI"],
+        "summary": "Models a request may name",
+        "responses": {"200": _json(_schema("ModelList"), "Loaded Whisper and XTTS models, then OpenAI's names")},
+    },
+    ("get", "/v1/models/{model_id}"): {
+        "tags": ["OpenAI"],
+        "summary": "One model",
+        "parameters": [{"name": "model_id", "in": "path", "required": True, "schema": STRING}],
+        "responses": {"200": _json(_schema("Model"), "The model"), **_errors(404, 503)},
+    },
+    ("get", "/v1/audio/voices"): {
+        "tags": ["OpenAI"],
+        "summary": "Voices, their languages and speakers",
+        "responses": {"200": _json(_schema("VoiceList"), "Every voice"), **_errors(503)},
+    },
+    ("get", "/health"): {
+        "tags": ["Operations"],
+        "summary": "State of every model (open without credentials)",
+        "responses": {"200": _json(_schema("Health"), "Serving"), **_errors(503)},
+    },
+    ("head", "/health"): {
+        "tags": ["Operations"],
+        "summary": "Whether the server serves (open without credentials)",
+        "responses": {"200": {"description": "Serving"}, "503": {"description": "Models still loading"}},
+    },
+    ("get", "/metrics"): {  # described ahead of the route (Prometheus); published once registered
+        "tags": ["Operations"],
+        "summary": "Prometheus metrics",
+        "responses": {
+            "200": {"description": "Prometheus text exposition", "content": {"text/plain": {"schema": STRING}}}
+        },
+    },
+    ("get", "/api/ping"): {
+        "tags": ["Willow"],
+        "summary": "Ping",
+        "responses": {
+            "200": _json({"type": "object", "properties": {"message": {"type": "string", "enum": ["pong"]}}}, "Pong")
+        },
+    },
+    ("get", "/api/tts"): {
+        "tags": ["Willow"],
+        "summary": "Speak text as a WAV streamed as it is made",
+        "parameters": [
+            _query("text", "The text to speak", required=True),
+            _query("voice", "A loaded voice (default: the first)"),
+            _query("speaker", "A voice name, as older firmware sends it; ignored if no voice has it"),
+            _query("language", "For voices that speak several"),
+            _query("nocache", "Any value skips the speech cache"),
+            _query("format", "Accepted for older firmware; always WAV"),
+        ],
+        "responses": {
+            "200": {
+                "description": "WAV (16-bit mono) streamed as it is made",
+                "headers": X_CACHE,
+                "content": {"audio/wav": {"schema": BINARY}},
+            },
+            **_errors(400, 429, 503),
+        },
+    },
+    ("post", "/api/willow"): {
+        "tags": ["Willow"],
+        "summary": "Transcribe what a Willow device streams while the user speaks",
+        "description": "Chunked transfer encoding; each chunk is transcribed as it arrives.",
+        "parameters": [
+            *_WILLOW_QUERY,
+            _header("x-audio-codec", "pcm (raw, default) or wav", {"type": "string", "enum": ["pcm", "wav"]}),
+            _header("x-audio-sample-rate", "Hz (default 16000)", {"type": "integer"}),
+            _header("x-audio-bits", "Bits per sample (default 16)", {"type": "integer"}),
+            _header("x-audio-channel", "Channels (default 1)", {"type": "integer"}),
+        ],
+        "requestBody": {"required": True, "content": {"application/octet-stream": {"schema": BINARY}}},
+        "responses": _WILLOW_ANSWER,
+    },
+    ("post", "/api/asr"): {
+        "tags": ["Willow"],
+        "summary": "Transcribe a whole recording",
+        "parameters": _WILLOW_QUERY,
+        "requestBody": {
+            "required": True,
+            "content": {
+                "multipart/form-data": {
+                    "schema": {
+                        "type": "object",
+                        "required": ["audio_file"],
+                        "properties": {"audio_file": {**BINARY, "description": "The recording, in any format"}},
+                    }
+                }
+            },
+        },
+        "responses": _WILLOW_ANSWER,
+    },
+    ("get", "/api/openapi.json"): {
+        "tags": ["Documentation"],
+        "summary": "This description (open without credentials)",
+        "responses": {"200": _json({"type": "object"}, "OpenAPI 3.0 document")},
+    },
+    ("get", "/api/docs"): {
+        "tags": ["Documentation"],
+        "summary": "Interactive documentation (Swagger UI; open without credentials)",
+        "responses": {"200": {"description": "HTML page", "content": {"text/html": {"schema": STRING}}}},
+    },
+    ("get", "/api/docs/{asset}"): {
+        "tags": ["Documentation"],
+        "summary": "Swagger UI's files, served from the package",
+        "parameters": [{"name": "asset", "in": "path", "required": True, "schema": STRING}],
+        "responses": {"200": {"description": "The file"}, **_errors(404)},
+    },
+}
+
+SECURITY_SCHEMES = {
+    "bearer": {"type": "http", "scheme": "bearer", "description": "--api-key, as the OpenAI SDK sends it"},
+    "apiKey": {"type": "apiKey", "in": "header", "name": "X-API-Key", "description": "--api-key"},
+    "basic": {"type": "http", "scheme": "basic", "description": "--api-user/--api-password (Willow devices)"},
+}
+
+# -- the document -----------------------------------------------------------------
+
+
+def registered(app: web.Application) -> set[tuple[str, str]]:
+    """(method, path) of every route the application serves, lower-case methods as OpenAPI spells them."""
+    routes = set()
+    for route in app.router.routes():
+        info = route.resource.get_info() if route.resource is not None else {}
+        path = info.get("formatter") or info.get("path")  # dynamic ({name}) or plain
+        if path is not None:
+            routes.add((route.method.lower(), path))
+    return routes
+
+
+def _security(creds: Credentials) -> list[dict[str, list[str]]]:
+    """The ways a request may pass; each dict is one alternative."""
+    ways: list[dict[str, list[str]]] = []
+    if creds.bearer:
+        ways += [{"bearer": []}, {"apiKey": []}]
+    if creds.basic:
+        ways.append({"basic": []})
+    return ways
+
+
+def document(app: web.Application) -> dict[str, Any]:
+    """The description of what `app` serves, with its security schemes when credentials are required."""
+    creds = app.get(CREDENTIALS, Credentials())
+    security = _security(creds)
+    paths: dict[str, dict[str, Any]] = {}
+    for method, path in sorted(registered(app) & OPERATIONS.keys()):
+        operation = dict(OPERATIONS[method, path])
+        if security:
+            if path in OPEN_RESOURCES:
+                operation["security"] = []
+            else:
+                operation["responses"] = {**operation["responses"], **_errors(401)}
+        paths.setdefault(path, {})[method] = operation
+    components: dict[str, Any] = {
+        "schemas": SCHEMAS,
+        "responses": {
+            name: {"description": description, "headers": headers, "content": {JSON: {"schema": _schema("Error")}}}
+            for name, description, headers in ERROR_RESPONSES.values()
+        },
+    }
+    doc: dict[str, Any] = {
+        "openapi": OPENAPI_VERSION,
+        "info": {
+            "title": "wyoming-wis",
+            "version": __version__,
+            "description": "Local speech server: OpenAI's audio API and Willow Inference Server's API on Whisper, "
+            "Piper and XTTS. Errors use OpenAI's envelope.",
+        },
+        "paths": paths,
+        "components": components,
+    }
+    if security:
+        components["securitySchemes"] = {
+            name: scheme for name, scheme in SECURITY_SCHEMES.items() if any(name in way for way in security)
+        }
+        doc["security"] = security
+    return doc

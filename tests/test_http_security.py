@@ -1,0 +1,267 @@
+"""HTTP security: API key, Basic auth as a Willow device sends it, CORS and HTTPS, on real servers."""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import quote
+
+import aiohttp
+import httpx
+import openai
+import pytest
+import trustme
+from helpers import CORPUS, Server, assert_clean_log, load_audio, start_server, wer
+from test_http_willow import DEVICE, at_speaking_pace
+
+from http_api.security import server_ssl
+from wyoming_wis.errors import StartupError
+
+KEY = "sk-test-3f9a1c77e2"
+USER, PASSWORD = "willow", "s3cret:pass"  # Basic auth splits at the first colon only
+ALLOWED = "https://app.example.com"
+SPOKEN = CORPUS / "LJ001-0004.flac"  # 5.1 s
+SPOKEN_TEXT = (CORPUS / "LJ001-0004.txt").read_text().strip()
+
+
+@pytest.fixture(scope="module")
+def secured(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """Key and Basic credentials from the environment (not on the command line), one allowed web origin."""
+    args = ["--data-dir", str(data_dir), "--asr-model", "tiny.en", "--cors-origin", ALLOWED]
+    env = {"WIS_API_KEY": KEY, "WIS_API_USER": USER, "WIS_API_PASSWORD": PASSWORD}
+    running = start_server(args, tmp_path_factory.mktemp("secured"), env=env)
+    yield running
+    assert running.stop() == 0, running.log
+    assert_clean_log(running.log)
+    assert KEY not in running.log and PASSWORD not in running.log
+
+
+def error_of(response: httpx.Response) -> dict[str, object]:
+    body = response.json()
+    assert set(body) == {"error"} and set(body["error"]) == {"message", "type", "param", "code"}, body
+    return body["error"]
+
+
+def challenges(response: httpx.Response) -> list[str]:
+    return [value.split()[0] for value in response.headers.get_list("www-authenticate")]
+
+
+# -- API key -------------------------------------------------------------------------
+
+
+def test_the_key_stays_off_the_command_line(secured: Server) -> None:
+    cmdline = Path(f"/proc/{secured.process.pid}/cmdline").read_bytes()
+    assert KEY.encode() not in cmdline and PASSWORD.encode() not in cmdline
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [("GET", "/v1/models"), ("POST", "/v1/audio/speech"), ("GET", "/api/tts?text=hi"), ("GET", "/no/such/route")],
+)
+def test_without_credentials_it_is_401_in_the_envelope_with_both_challenges(
+    secured: Server, method: str, path: str
+) -> None:
+    response = httpx.request(method, secured.http_url + path, json={"input": "hi"} if method == "POST" else None)
+    assert response.status_code == 401, response.text
+    error = error_of(response)
+    assert error["code"] == "missing_api_key" and error["type"] == "invalid_request_error"
+    assert challenges(response) == ["Bearer", "Basic"]
+
+
+@pytest.mark.parametrize("header", ["Authorization", "X-API-Key"])
+def test_the_key_passes_as_bearer_or_x_api_key_and_a_wrong_one_does_not(secured: Server, header: str) -> None:
+    def ask(key: str) -> httpx.Response:
+        value = f"Bearer {key}" if header == "Authorization" else key
+        return httpx.get(secured.http_url + "/v1/models", headers={header: value})
+
+    good = ask(KEY)
+    assert good.status_code == 200 and "tiny.en" in [m["id"] for m in good.json()["data"]], good.text
+    wrong = ask(KEY + "x")
+    assert wrong.status_code == 401 and error_of(wrong)["code"] == "invalid_api_key"
+    assert ask(KEY[:-1]).status_code == 401
+
+
+def test_the_openai_sdk_with_the_key_works_end_to_end(secured: Server) -> None:
+    client = openai.OpenAI(base_url=secured.http_url + "/v1", api_key=KEY, max_retries=0, timeout=120)
+    with SPOKEN.open("rb") as file:
+        result = client.audio.transcriptions.create(file=file, model="whisper-1")
+    assert wer([SPOKEN_TEXT], [result.text]) < 0.2, result.text
+    speech = client.audio.speech.create(
+        model="tts-1", voice="alloy", input="The door is locked.", response_format="wav"
+    )
+    assert speech.content[:4] == b"RIFF" and len(speech.content) > 24000
+
+    wrong = openai.OpenAI(base_url=secured.http_url + "/v1", api_key="sk-wrong", max_retries=0)
+    with pytest.raises(openai.AuthenticationError) as caught:
+        wrong.models.list()
+    assert caught.value.status_code == 401 and caught.value.code == "invalid_api_key"
+
+
+def test_health_and_the_docs_stay_open(secured: Server) -> None:
+    assert httpx.get(secured.http_url + "/health").json()["asr"]["tiny.en"]["state"] == "loaded"
+    assert httpx.head(secured.http_url + "/health").status_code == 200
+    assert httpx.get(secured.http_url + "/api/docs").status_code == 200
+    assert httpx.get(secured.http_url + "/api/docs/swagger-ui.css").status_code == 200
+    spec = httpx.get(secured.http_url + "/api/openapi.json").json()
+    # The description says how to authenticate, and what is open.
+    assert set(spec["components"]["securitySchemes"]) == {"bearer", "apiKey", "basic"}
+    assert spec["security"] == [{"bearer": []}, {"apiKey": []}, {"basic": []}]
+    assert spec["paths"]["/health"]["get"]["security"] == []
+    assert "401" in spec["paths"]["/v1/audio/speech"]["post"]["responses"]
+    assert "security" not in spec["paths"]["/v1/audio/speech"]["post"]
+
+
+# -- Basic auth, as a Willow device sends it ---------------------------------------------
+
+
+def device_url(server: Server, password: str) -> str:
+    """What a user types into Willow's settings: user:password@ in the URL."""
+    return f"http://{USER}:{quote(password, safe='')}@{server.host}:{server.http_port}/api/willow?stats=true"
+
+
+async def test_a_willow_device_authenticates_with_basic_from_its_url(secured: Server) -> None:
+    pcm = load_audio(SPOKEN)
+    async with httpx.AsyncClient(timeout=30) as client:  # turns URL userinfo into Authorization: Basic
+        response = await client.post(
+            device_url(secured, PASSWORD),
+            content=at_speaking_pace(pcm.audio),  # chunked, as the device streams
+            headers=DEVICE | {"x-audio-codec": "pcm", "User-Agent": "Willow/0.1"},
+        )
+    assert response.request.headers["authorization"].startswith("Basic ")
+    assert response.status_code == 200, response.text
+    assert wer([SPOKEN_TEXT], [response.json()["text"]]) < 0.2, response.text
+
+
+async def test_a_wrong_password_is_401(secured: Server) -> None:
+    async with httpx.AsyncClient(timeout=30) as client:
+        for password in (PASSWORD + "x", "s3cret"):
+            response = await client.post(device_url(secured, password), content=b"\0" * 3200, headers=DEVICE)
+            assert response.status_code == 401 and error_of(response)["code"] == "invalid_api_key", response.text
+            assert "Basic" in challenges(response)
+        # The Basic password is no API key, and the key is no Basic password.
+        as_key = await client.get(secured.http_url + "/v1/models", headers={"X-API-Key": PASSWORD})
+        assert as_key.status_code == 401
+        as_password = await client.get(secured.http_url + "/v1/models", auth=(USER, KEY))
+        assert as_password.status_code == 401
+
+
+# -- CORS ------------------------------------------------------------------------------
+
+
+def preflight(server: Server, origin: str) -> httpx.Response:
+    return httpx.options(
+        server.http_url + "/v1/audio/speech",
+        headers={
+            "Origin": origin,
+            "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": "authorization, content-type",
+        },
+    )
+
+
+def test_a_preflight_from_an_allowed_origin_needs_no_key(secured: Server) -> None:
+    response = preflight(secured, ALLOWED)
+    assert response.status_code == 204, response.text
+    assert response.headers["access-control-allow-origin"] == ALLOWED
+    assert "POST" in response.headers["access-control-allow-methods"]
+    assert "authorization" in response.headers["access-control-allow-headers"].lower()
+
+
+def test_another_origin_gets_no_cors_headers(secured: Server) -> None:
+    response = preflight(secured, "https://evil.example.com")
+    assert response.status_code != 204 and "access-control-allow-origin" not in response.headers
+    answer = httpx.get(
+        secured.http_url + "/v1/models", headers={"Origin": "https://evil.example.com", "X-API-Key": KEY}
+    )
+    assert answer.status_code == 200 and "access-control-allow-origin" not in answer.headers
+
+
+def test_answers_and_errors_carry_cors_headers_for_an_allowed_origin(secured: Server) -> None:
+    origin = {"Origin": ALLOWED}
+    ok = httpx.get(secured.http_url + "/v1/models", headers=origin | {"X-API-Key": KEY})
+    refused = httpx.get(secured.http_url + "/v1/models", headers=origin)
+    bad = httpx.post(secured.http_url + "/v1/audio/speech", headers=origin | {"X-API-Key": KEY}, json={})
+    for response in (ok, refused, bad):
+        assert response.headers["access-control-allow-origin"] == ALLOWED, response.text
+        assert "origin" in response.headers["vary"].lower()
+    assert (ok.status_code, refused.status_code, bad.status_code) == (200, 401, 400)
+    # A web app can read the 401's challenge: the header is exposed.
+    assert "www-authenticate" in refused.headers["access-control-expose-headers"].lower()
+    # A streamed answer too, and the web app can read X-Cache.
+    with httpx.stream(
+        "GET", secured.http_url + "/api/tts", params={"text": "Hello there."}, headers=origin | {"X-API-Key": KEY}
+    ) as speech:
+        speech.read()
+    assert speech.status_code == 200 and speech.headers["transfer-encoding"] == "chunked"
+    assert speech.headers["access-control-allow-origin"] == ALLOWED
+    assert "x-cache" in speech.headers["access-control-expose-headers"].lower()
+
+
+# -- HTTPS -----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def authority() -> trustme.CA:
+    return trustme.CA()
+
+
+@pytest.fixture(scope="module")
+def tls(data_dir: Path, tmp_path_factory: pytest.TempPathFactory, authority: trustme.CA) -> Iterator[Server]:
+    workdir = tmp_path_factory.mktemp("tls")
+    cert = authority.issue_cert("127.0.0.1", "localhost")
+    cert.cert_chain_pems[0].write_to_path(str(workdir / "cert.pem"))
+    cert.private_key_pem.write_to_path(str(workdir / "key.pem"))
+    args = ["--data-dir", str(data_dir), "--asr-model", "tiny.en"]
+    running = start_server([*args, "--ssl-cert", "cert.pem", "--ssl-key", "key.pem"], workdir)
+    yield running
+    assert running.stop() == 0, running.log
+    assert_clean_log(running.log)
+
+
+def trusting(authority: trustme.CA) -> ssl.SSLContext:
+    context = ssl.create_default_context()
+    authority.configure_trust(context)
+    return context
+
+
+def test_https_with_a_verified_certificate(tls: Server, authority: trustme.CA) -> None:
+    base = f"https://localhost:{tls.http_port}"
+    assert f"HTTP API listening on https://127.0.0.1:{tls.http_port}" in tls.log
+    with httpx.Client(verify=trusting(authority), timeout=120) as http:
+        client = openai.OpenAI(base_url=base + "/v1", api_key="unused", max_retries=0, http_client=http)
+        with SPOKEN.open("rb") as file:
+            result = client.audio.transcriptions.create(file=file, model="whisper-1")
+        assert wer([SPOKEN_TEXT], [result.text]) < 0.2, result.text
+    with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
+        httpx.get(base + "/health")  # a client that does not trust the certificate's issuer
+    with pytest.raises(httpx.TransportError):
+        httpx.get(f"http://127.0.0.1:{tls.http_port}/health")  # no plain HTTP on that port
+
+
+async def test_aiohttp_talks_https_too(tls: Server, authority: trustme.CA) -> None:
+    async with aiohttp.ClientSession() as session:
+        async with session.get(f"https://localhost:{tls.http_port}/health", ssl=trusting(authority)) as response:
+            assert response.status == 200 and (await response.json())["status"] == "ok"
+
+
+def test_a_missing_certificate_stops_the_server_with_a_clear_message(tmp_path: Path) -> None:
+    running = start_server(["--ssl-cert", "nowhere.pem", "--asr-model", "tiny.en"], tmp_path, wait=False)
+    assert running.process.wait(30) == 1
+    assert "--ssl-cert nowhere.pem: no such file" in running.log
+    assert "Traceback" not in running.log
+
+
+def test_certificate_files_are_checked_before_use(tmp_path: Path, authority: trustme.CA) -> None:
+    cert, other = authority.issue_cert("localhost"), authority.issue_cert("localhost")
+    cert.cert_chain_pems[0].write_to_path(str(tmp_path / "cert.pem"))
+    other.private_key_pem.write_to_path(str(tmp_path / "other-key.pem"))
+    cert.private_key_and_cert_chain_pem.write_to_path(str(tmp_path / "both.pem"))
+    assert server_ssl(tmp_path / "both.pem", None) is not None  # the key may sit in the certificate file
+    assert server_ssl(None, None) is None
+    with pytest.raises(StartupError, match="not a PEM certificate with its matching private key"):
+        server_ssl(tmp_path / "cert.pem", tmp_path / "other-key.pem")
+    with pytest.raises(StartupError, match="--ssl-key .*missing.pem: no such file"):
+        server_ssl(tmp_path / "cert.pem", tmp_path / "missing.pem")
+    with pytest.raises(StartupError, match="not a PEM certificate"):
+        server_ssl(tmp_path / "cert.pem", None)  # no key anywhere
