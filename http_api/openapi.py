@@ -181,6 +181,43 @@ SCHEMAS: dict[str, Any] = {
             "cache": {"type": "boolean", "default": True, "description": "false synthesises afresh"},
         },
     },
+    "SpeechFromReference": {
+        "allOf": [
+            _schema("SpeechRequest"),
+            {
+                "type": "object",
+                "required": ["reference_audio"],
+                "properties": {
+                    "reference_audio": {
+                        **BINARY,
+                        "description": "3-30 s of one person speaking (any format): XTTS speaks in that voice, "
+                        "for this request only; also accepted as speaker_wav",
+                    }
+                },
+            },
+        ]
+    },
+    "Recording": {
+        "type": "object",
+        "required": ["audio_file"],
+        "properties": {"audio_file": {**BINARY, "description": "The recording, in any format"}},
+    },
+    "ClonedVoice": {
+        "type": "object",
+        "properties": {
+            "status": {"type": "string", "description": "Added speaker 'NAME'"},
+            "voice": {
+                "type": "object",
+                "properties": {
+                    "name": STRING,
+                    "model": STRING,
+                    "created": STRING,
+                    "source_seconds": {"type": "number"},
+                    "source_bytes": {"type": "integer"},
+                },
+            },
+        },
+    },
     "Model": {
         "type": "object",
         "required": ["id", "object", "created", "owned_by"],
@@ -267,9 +304,10 @@ _WILLOW_QUERY = [
     _query("force_language", "Language of the speech (Whisper code); detected when absent"),
     _query("translate", "Translate to English", BOOLEAN),
     _query("stats", "Add timings (ms) to the answer", BOOLEAN),
-    _query("detect_language", "Accepted for WIS clients; the server decides", BOOLEAN),
-    _query("beam_size", "Accepted for WIS clients; the server decides", {"type": "integer"}),
+    _query("detect_language", "Detect the language even where --language names one", BOOLEAN),
+    _query("beam_size", "Beam search width (default: --beam-size)", {"type": "integer", "minimum": 1, "maximum": 10}),
 ]
+_RECORDING = {"multipart/form-data": {"schema": _schema("Recording")}}
 
 _WILLOW_ANSWER = {"200": _json(_schema("WillowTranscript"), "The transcript"), **_errors(400, 404, 413, 415, 429, 503)}
 
@@ -295,8 +333,15 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
     ("post", "/v1/audio/speech"): {
         "tags": ["OpenAI"],
         "summary": "Speak text",
-        "description": "The audio is sent as it is made: chunked bytes, or speech.audio.delta events.",
-        "requestBody": {"required": True, "content": {JSON: {"schema": _schema("SpeechRequest")}}},
+        "description": "The audio is sent as it is made: chunked bytes, or speech.audio.delta events. "
+        "As multipart/form-data with a reference recording, speaks in a voice cloned from it (XTTS).",
+        "requestBody": {
+            "required": True,
+            "content": {
+                JSON: {"schema": _schema("SpeechRequest")},
+                "multipart/form-data": {"schema": _schema("SpeechFromReference")},
+            },
+        },
         "responses": {
             "200": {
                 "description": "Speech in the asked response_format, or events when stream_format=sse",
@@ -376,7 +421,12 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
         "description": "Chunked transfer encoding; each chunk is transcribed as it arrives.",
         "parameters": [
             *_WILLOW_QUERY,
-            _header("x-audio-codec", "pcm (raw, default) or wav", {"type": "string", "enum": ["pcm", "wav"]}),
+            _query("save_audio", "Keep the recording as heard, at /audio/willow.wav", BOOLEAN),
+            _header(
+                "x-audio-codec",
+                "pcm (raw, default), wav or amrwb (AMR-WB storage format)",
+                {"type": "string", "enum": ["pcm", "wav", "amrwb"]},
+            ),
             _header("x-audio-sample-rate", "Hz (default 16000)", {"type": "integer"}),
             _header("x-audio-bits", "Bits per sample (default 16)", {"type": "integer"}),
             _header("x-audio-channel", "Channels (default 1)", {"type": "integer"}),
@@ -388,19 +438,28 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
         "tags": ["Willow"],
         "summary": "Transcribe a whole recording",
         "parameters": _WILLOW_QUERY,
-        "requestBody": {
-            "required": True,
-            "content": {
-                "multipart/form-data": {
-                    "schema": {
-                        "type": "object",
-                        "required": ["audio_file"],
-                        "properties": {"audio_file": {**BINARY, "description": "The recording, in any format"}},
-                    }
-                }
-            },
-        },
+        "requestBody": {"required": True, "content": _RECORDING},
         "responses": _WILLOW_ANSWER,
+    },
+    ("post", "/api/tts"): {
+        "tags": ["Willow"],
+        "summary": "Clone a voice (XTTS) from a recording, as WIS's XTTS server does",
+        "parameters": [_query("speaker", "The new voice's name", required=True)],
+        "requestBody": {"required": True, "content": _RECORDING},
+        "responses": {"200": _json(_schema("ClonedVoice"), "The voice, stored"), **_errors(400, 404, 415, 503)},
+    },
+    ("get", "/audio/willow.wav"): {
+        "tags": ["Willow"],
+        "summary": "The last recording sent with save_audio=true, as the server heard it",
+        "responses": {
+            "200": {"description": "16 kHz WAV", "content": {"audio/x-wav": {"schema": BINARY}}},
+            **_errors(404),
+        },
+    },
+    ("head", "/audio/willow.wav"): {
+        "tags": ["Willow"],
+        "summary": "Whether a recording is saved",
+        "responses": {"200": {"description": "A recording is saved"}, "404": {"description": "None yet"}},
     },
     ("get", "/api/openapi.json"): {
         "tags": ["Documentation"],
