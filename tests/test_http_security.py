@@ -13,7 +13,7 @@ import openai
 import pytest
 import trustme
 from helpers import CORPUS, Server, assert_clean_log, load_audio, start_server, wer
-from test_http_willow import DEVICE, at_speaking_pace
+from test_http_willow import DEVICE, esp32_post
 
 from http_api.security import server_ssl
 from wyoming_wis.errors import StartupError
@@ -122,15 +122,11 @@ def device_url(server: Server, password: str) -> str:
 
 async def test_a_willow_device_authenticates_with_basic_from_its_url(secured: Server) -> None:
     pcm = load_audio(SPOKEN)
-    async with httpx.AsyncClient(timeout=30) as client:  # turns URL userinfo into Authorization: Basic
-        response = await client.post(
-            device_url(secured, PASSWORD),
-            content=at_speaking_pace(pcm.audio),  # chunked, as the device streams
-            headers=DEVICE | {"x-audio-codec": "pcm", "User-Agent": "Willow/0.1"},
-        )
-    assert response.request.headers["authorization"].startswith("Basic ")
-    assert response.status_code == 200, response.text
-    assert wer([SPOKEN_TEXT], [response.json()["text"]]) < 0.2, response.text
+    answer = await esp32_post(secured, "stats=true", pcm.audio, "pcm", pcm.seconds / 2, httpx.BasicAuth(USER, PASSWORD))
+    assert answer.status == 200, answer.body
+    assert wer([SPOKEN_TEXT], [answer.json()["text"]]) < 0.2, answer.body
+    refused = await esp32_post(secured, "", pcm.audio[:6400], "pcm", 0.0, httpx.BasicAuth(USER, "wrong"))
+    assert refused.status == 401 and refused.json()["error"]["code"] == "invalid_api_key"
 
 
 async def test_a_wrong_password_is_401(secured: Server) -> None:
