@@ -41,7 +41,8 @@ RUN python3 -m venv /opt/wyoming-wis \
 WORKDIR /data
 USER 10500:10500
 VOLUME /data
-EXPOSE 10500 19000
+# Wyoming, HTTP, and the UDP ports of browsers' WebRTC audio (--rtc-ports' default).
+EXPOSE 10500 19000 10000-10049/udp
 
 # Healthy only once the server answers `describe` with `info` (on WIS_URI's port, else 10500).
 HEALTHCHECK --start-period=5m --interval=30s --timeout=10s CMD ["python3", "-m", "wyoming_wis.healthcheck"]

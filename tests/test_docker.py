@@ -78,7 +78,7 @@ def test_the_image_runs_unprivileged_with_a_volume_ports_and_a_describe_health_c
     assert re.search(r"^ARG VARIANT=cpu$", text, re.M) and re.search(r"^FROM base-\$\{VARIANT\}$", text, re.M)
     assert re.search(r"^USER (?!0\b|root\b)\S+$", text, re.M)
     assert "WIS_DATA_DIR=/data" in text and re.search(r"^VOLUME /data$", text, re.M)
-    assert re.search(r"^EXPOSE 10500 19000$", text, re.M)
+    assert re.search(r"^EXPOSE 10500 19000 10000-10049/udp$", text, re.M)
     assert re.search(r'^ENTRYPOINT \["wyoming-wis"\]$', text, re.M)
     for dockerfile in DOCKERFILES:
         assert 'CMD ["python3", "-m", "wyoming_wis.healthcheck"]' in instructions(dockerfile), dockerfile
@@ -97,7 +97,7 @@ def test_compose_runs_cpu_and_gpu_with_the_health_check() -> None:
     services = compose["services"]
     assert {profile for service in services.values() for profile in service["profiles"]} == {"cpu", "gpu"}
     for service in services.values():
-        assert set(service["ports"]) == {"10500:10500", "19000:19000"}
+        assert set(service["ports"]) == {"10500:10500", "19000:19000", "10000-10049:10000-10049/udp"}
         assert service["volumes"] == ["wis-data:/data"]
         assert service["healthcheck"]["test"] == ["CMD", "python3", "-m", "wyoming_wis.healthcheck"]
     gpu = services["wyoming-wis-gpu"]
