@@ -235,8 +235,9 @@ def script_env(tmp_path: Path, options: dict, env: dict[str, str]) -> dict[str, 
         f"json.dump({{'argv': sys.argv[1:], 'env': dict(os.environ)}}, open({str(tmp_path / 'started.json')!r}, 'w'))\n"
     )
     recorder.chmod(0o755)
-    if not (bin_dir / "python3").exists():
-        (bin_dir / "python3").symlink_to(sys.executable)  # the image's venv Python, for the health check
+    python = bin_dir / "python3"  # the image's venv Python, for the health check (a symlink would leave the venv)
+    python.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    python.chmod(0o755)
     (tmp_path / "options.json").write_text(json.dumps(options))
     return {
         **{key: value for key, value in dockerfile_env().items() if key.startswith("WIS_")},
