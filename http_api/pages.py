@@ -39,8 +39,19 @@ HEADERS = {
 }
 
 
+# Set here, not guessed from the system's mime.types: a module script must come as JavaScript.
+MEDIA_TYPES = {
+    ".html": "text/html; charset=utf-8",
+    ".js": "text/javascript; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".svg": "image/svg+xml",
+}
+
+
 def _file(name: str) -> web.FileResponse:
-    return web.FileResponse(STATIC / name, headers=HEADERS)
+    path = STATIC / name
+    media_type = MEDIA_TYPES.get(path.suffix, "application/octet-stream")
+    return web.FileResponse(path, headers={**HEADERS, "Content-Type": media_type})
 
 
 @routes.get("/")

@@ -9,6 +9,7 @@ WebRTC backend; the press-to-talk round trip runs where the tree has `POST /api/
 from __future__ import annotations
 
 import json
+import math
 import re
 import shutil
 import time
@@ -19,19 +20,19 @@ from urllib.parse import urlsplit
 
 import httpx
 import pytest
-from helpers import CORPUS, Pcm, Server, assert_clean_log, load_audio, silence, start_server, wav_bytes, wer
+from helpers import CORPUS, Pcm, Server, assert_clean_log, load_audio, normalise, silence, start_server, wav_bytes, wer
+from playwright.sync_api import Browser, BrowserContext, Page, Request, sync_playwright
+from prometheus_client.parser import text_string_to_metric_families
 
 from http_api import make_app, openapi
 from wyoming_wis.config import Settings
-
-playwright_sync = pytest.importorskip("playwright.sync_api", reason="pip install playwright (the dev extra)")
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"  # ./run.sh test installs Debian's
 SPOKEN = CORPUS / "LJ001-0004.flac"  # 5.1 s
 SPOKEN_TEXT = (CORPUS / "LJ001-0004.txt").read_text().strip()
 UPLOADED = CORPUS / "LJ001-0006.flac"  # 5.7 s
 UPLOADED_TEXT = (CORPUS / "LJ001-0006.txt").read_text().strip()
-LEAD_SECONDS = 2.0  # silence before the speech: the page connects while the fake microphone plays it
+LEAD_SECONDS = 3.0  # silence before the speech: the page connects while the fake microphone plays it
 TAIL_SECONDS = 30.0  # silence after it: Chromium loops the file, and stop is pressed long before it repeats
 KEY = "sk-pages-7e1b44"
 RTC_BACKEND = ("post", "/api/rtc/asr") in openapi.registered(make_app(Settings.from_args([], environ={})))
@@ -55,7 +56,7 @@ class Watched:
     page_errors: list[str] = field(default_factory=list)
     console_errors: list[str] = field(default_factory=list)
 
-    def watch(self, page: playwright_sync.Page) -> None:
+    def watch(self, page: Page) -> None:
         page.on("pageerror", lambda error: self.page_errors.append(str(error)))
         page.on("console", lambda message: message.type == "error" and self.console_errors.append(message.text))
 
@@ -78,11 +79,11 @@ class Watched:
 
 
 @pytest.fixture(scope="module")
-def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[playwright_sync.Browser]:
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
     """One headless chromium for the module, its microphone playing the corpus recording."""
     assert shutil.which(CHROMIUM), "this test needs Debian's chromium, which ./run.sh test installs"
     wav = microphone_wav(tmp_path_factory.mktemp("microphone") / "microphone.wav")
-    with playwright_sync.sync_playwright() as playwright:
+    with sync_playwright() as playwright:
         launched = playwright.chromium.launch(
             executable_path=CHROMIUM,
             args=[
@@ -101,11 +102,11 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[playwright_syn
         launched.close()
 
 
-Browsing = tuple["playwright_sync.BrowserContext", Watched]
+Browsing = tuple[BrowserContext, Watched]
 
 
 @pytest.fixture
-def context(browser: playwright_sync.Browser, server: Server) -> Iterator[Browsing]:
+def context(browser: Browser, server: Server) -> Iterator[Browsing]:
     """A fresh profile (no stored key) whose every request is recorded; checked when the test ends."""
     made = browser.new_context(base_url=server.http_url, viewport={"width": 1000, "height": 1400})
     made.set_default_timeout(TIMEOUT_MS)
@@ -117,7 +118,7 @@ def context(browser: playwright_sync.Browser, server: Server) -> Iterator[Browsi
     watched.check()
 
 
-def open_page(context: Browsing, path: str) -> playwright_sync.Page:
+def open_page(context: Browsing, path: str) -> Page:
     made, _ = context
     page = made.new_page()
     page.goto(path)
@@ -125,7 +126,7 @@ def open_page(context: Browsing, path: str) -> playwright_sync.Page:
     return page
 
 
-def rows(page: playwright_sync.Page, table: str) -> dict[str, list[str]]:
+def rows(page: Page, table: str) -> dict[str, list[str]]:
     """A table's body: each row's name (its data-name or data-voice, else its first cell) -> its cells."""
     keyed = page.eval_on_selector_all(
         f"#{table} tbody tr",
@@ -135,6 +136,13 @@ def rows(page: playwright_sync.Page, table: str) -> dict[str, list[str]]:
         })""",
     )
     return dict(keyed)
+
+
+def shown_duration(seconds: float) -> str:
+    """As the console shows a duration."""
+    if seconds < 90:
+        return f"{seconds:.1f} s"
+    return f"{seconds / 60:.1f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
 
 
 # -- the console --------------------------------------------------------------------
@@ -159,6 +167,8 @@ def test_the_pages_and_their_files_are_served_from_the_package_and_open(server: 
 
 
 def test_the_console_shows_models_voices_status_and_metrics(context: Browsing, server: Server, tmp_path: Path) -> None:
+    with (CORPUS / "LJ001-0002.flac").open("rb") as file:  # some audio transcribed, for the numbers to show
+        httpx.post(server.http_url + "/v1/audio/transcriptions", files={"file": file}, timeout=60).raise_for_status()
     page = open_page(context, "/")
     asr = rows(page, "asr-models")
     assert set(asr) == {"base", "tiny.en"} and all(row[1] == "loaded" for row in asr.values()), asr
@@ -166,10 +176,22 @@ def test_the_console_shows_models_voices_status_and_metrics(context: Browsing, s
     assert "en_US-joe-medium" in voices and voices["en_US-joe-medium"][1] == "piper", voices
     assert "en_US" in voices["en_US-joe-medium"][2]
     assert page.locator("#health-state").inner_text() == "Serving."
-    requests = page.locator('[data-metric="requests"] dd').inner_text()
-    assert int(requests) > 0  # at least the page's own requests
-    assert page.locator('[data-metric="memory"] dd').inner_text().endswith(" MB")
-    assert re.fullmatch(r"\d+ MB", page.locator('[data-metric="memory"] dd').inner_text())
+    numbers = "items => items.map(item => [item.dataset.metric, item.lastChild.textContent])"
+    shown = dict(page.eval_on_selector_all("[data-metric]", numbers))
+    # The page read the Prometheus text as Prometheus's own parser does (nothing was transcribed or spoken since).
+    samples = [
+        sample
+        for family in text_string_to_metric_families(httpx.get(server.http_url + "/metrics").text)
+        for sample in family.samples
+    ]
+    transcribed = sum(s.value for s in samples if s.name == "wis_asr_audio_seconds_total")
+    cache = {s.labels["result"]: s.value for s in samples if s.name == "wis_tts_cache_phrases_total"}
+    looked = int(cache["hit"] + cache["miss"])
+    assert transcribed > 0 and shown["asr-seconds"] == shown_duration(transcribed), (shown, transcribed)
+    percent = math.floor(100 * cache["hit"] / looked + 0.5) if looked else 0
+    assert shown["cache-hits"] == (f"{int(cache['hit'])} of {looked} ({percent} %)" if looked else "0"), shown
+    assert int(shown["requests"]) > 0 and int(shown["errors"]) < int(shown["requests"])
+    assert re.fullmatch(r"[1-9]\d* MB", shown["memory"]), shown
     assert page.eval_on_selector_all("#speak-voice option", "options => options.map(o => o.value)") == list(voices)
     links = page.eval_on_selector_all("a", "links => links.map(link => link.href)")
     assert f"{server.http_url}/api/docs" in links and f"{server.http_url}/rtc" in links
@@ -235,15 +257,13 @@ def keyed(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     assert_clean_log(running.log)
 
 
-def test_the_console_asks_for_the_key_and_sends_it(
-    browser: playwright_sync.Browser, keyed: Server, tmp_path: Path
-) -> None:
+def test_the_console_asks_for_the_key_and_sends_it(browser: Browser, keyed: Server, tmp_path: Path) -> None:
     made = browser.new_context(base_url=keyed.http_url)
     made.set_default_timeout(TIMEOUT_MS)
     watched = Watched(keyed.http_url)
     sent: dict[str, str | None] = {}
 
-    def record(request: playwright_sync.Request) -> None:
+    def record(request: Request) -> None:
         watched.urls.append(request.url)
         sent[urlsplit(request.url).path] = request.headers.get("authorization")
 
@@ -290,8 +310,8 @@ def test_the_talk_page_offers_the_microphone_and_a_data_channel(context: Browsin
     offer = json.loads(request.post_data or "{}")
     assert offer["type"] == "offer"
     sdp = offer["sdp"]
-    assert re.search(r"^m=audio .*$", sdp, re.M) and "opus/48000" in sdp
-    assert re.search(r"^m=application .* webrtc-datachannel$", sdp, re.M)
+    assert re.search(r"^m=audio \d+ UDP/TLS/RTP/SAVPF ", sdp, re.M) and "opus/48000" in sdp
+    assert re.search(r"^m=application \d+ UDP/DTLS/SCTP webrtc-datachannel\r?$", sdp, re.M)
     assert "a=candidate:" in sdp  # gathered before sending: the server gets no trickled candidates
     if RTC_BACKEND:
         page.wait_for_selector('#connection[data-state="connected"]')
@@ -322,9 +342,15 @@ def test_press_to_talk_shows_partial_then_final_text(context: Browsing, tmp_path
     text = final.get_attribute("data-final") or ""
     assert wer([SPOKEN_TEXT], [text]) < 0.15, text
     assert int(final.get_attribute("data-partials") or 0) >= 1  # partial text was shown before the final
+    shown_partial = normalise(final.get_attribute("data-partial") or "").split()
+    heard = set(normalise(SPOKEN_TEXT).split())
+    assert shown_partial and sum(word in heard for word in shown_partial) * 2 >= len(shown_partial), shown_partial
     assert 0 < int(final.get_attribute("data-latency") or 0) < 10_000
     timing = final.locator(".timing").inner_text()
     assert re.search(r"latency \d+ ms · \d+\.\d s of audio", timing), timing
     assert page.get_attribute("body", "data-rtc") == "idle"
     assert "partial: " in page.locator("#log").inner_text()
+    # Between utterances the microphone is off the connection (replaceTrack(null)), and the connection stays.
+    page.wait_for_function("() => document.getElementById('log').textContent.includes('Microphone detached')")
+    assert page.get_attribute("#connection", "data-state") == "connected"
     page.screenshot(path=tmp_path / "rtc.png", full_page=True)

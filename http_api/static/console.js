@@ -92,7 +92,7 @@ async function loadMetrics() {
     const numbers = [
       ["requests", "Requests answered", String(total(samples, "wis_requests_total"))],
       ["errors", "…of them errors", String(total(samples, "wis_requests_total", (l) => failed(l.status)))],
-      ["in-progress", "In progress", String(total(samples, "wis_requests_in_progress"))],
+      ["in-progress", "In progress", String(total(samples, "wis_requests_in_progress", (l) => l.route !== "/metrics"))],
       ["asr-seconds", "Audio transcribed", duration(total(samples, "wis_asr_audio_seconds_total"))],
       ["tts-seconds", "Speech sent", duration(total(samples, "wis_tts_audio_seconds_total"))],
       ["cache-hits", "Speech cache hits", looked ? `${hits} of ${looked} (${Math.round((100 * hits) / looked)} %)` : "0"],

@@ -167,12 +167,17 @@ function closed(connection, why) {
   }
 }
 
-function disconnect() {
-  if (peer) closed(peer, "Disconnected");
+function releaseMicrophone() {
   if (microphone) {
     microphone.stop(); // the browser's microphone indicator goes off
     microphone = null;
   }
+  $("disconnect").disabled = !peer;
+}
+
+function disconnect() {
+  if (peer) closed(peer, "Disconnected");
+  releaseMicrophone();
   showConnection("not connected", "closed");
 }
 
@@ -214,6 +219,7 @@ async function startTalking() {
     setPhase("idle");
     sayError(state, error, "Could not connect");
     log(`Error: ${error.message}`);
+    if (!peer) releaseMicrophone();
     return;
   }
   if (current !== utterance) return; // the connection closed meanwhile
@@ -317,14 +323,14 @@ function received(data) {
 
 function partial(text) {
   const utterance = current || pending[pending.length - 1];
-  if (!utterance || !utterance.element) return;
-  utterance.partials += 1;
-  partialsShown += 1;
-  utterance.element.dataset.partials = String(utterance.partials);
-  document.body.dataset.partials = String(partialsShown);
-  utterance.element.querySelector(".text").textContent = text || "…";
-  $("partial").textContent = text;
   log(`partial: ${text}`);
+  if (!utterance || !utterance.element || !text.trim()) return;
+  utterance.partials += 1; // partial texts shown, counted for the timing line (and for tests)
+  partialsShown += 1;
+  Object.assign(utterance.element.dataset, { partials: String(utterance.partials), partial: text });
+  document.body.dataset.partials = String(partialsShown);
+  utterance.element.querySelector(".text").textContent = text;
+  $("partial").textContent = text;
 }
 
 function final(result) {
