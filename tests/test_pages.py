@@ -32,19 +32,32 @@ SPOKEN = CORPUS / "LJ001-0004.flac"  # 5.1 s
 SPOKEN_TEXT = (CORPUS / "LJ001-0004.txt").read_text().strip()
 UPLOADED = CORPUS / "LJ001-0006.flac"  # 5.7 s
 UPLOADED_TEXT = (CORPUS / "LJ001-0006.txt").read_text().strip()
+SECOND = CORPUS / "LJ001-0002.flac"  # 1.9 s
+SECOND_TEXT = (SECOND.with_suffix(".txt")).read_text().strip()
 LEAD_SECONDS = 3.0  # silence before the speech: the page connects while the fake microphone plays it
-TAIL_SECONDS = 30.0  # silence after it: Chromium loops the file, and stop is pressed long before it repeats
+GAP_SECONDS = 4.0  # between the two sentences: the first one's text comes back
+TAIL_SECONDS = 30.0  # silence after them: Chromium loops the file, and the test is over long before it repeats
 KEY = "sk-pages-7e1b44"
 RTC_BACKEND = ("post", "/api/rtc/asr") in openapi.registered(make_app(Settings.from_args([], environ={})))
 TIMEOUT_MS = 30_000
 
 
 def microphone_wav(path: Path) -> Path:
-    """Silence, one corpus sentence, long silence: as Chromium's fake microphone will play it (48 kHz mono)."""
-    speech = load_audio(SPOKEN, rate=48000)
-    audio = silence(LEAD_SECONDS, 48000).audio + speech.audio + silence(TAIL_SECONDS, 48000).audio
+    """What Chromium's fake microphone plays (48 kHz mono): silence, a sentence, silence, a short one, silence."""
+    first, second = load_audio(SPOKEN, rate=48000), load_audio(SECOND, rate=48000)
+    pause = silence(GAP_SECONDS, 48000).audio
+    audio = silence(LEAD_SECONDS, 48000).audio + first.audio + pause + second.audio + silence(TAIL_SECONDS, 48000).audio
     path.write_bytes(wav_bytes(Pcm(audio, 48000, 2, 1)))
     return path
+
+
+# When each sentence starts and ends, in seconds from the start of the file.
+SPOKEN_AT = (LEAD_SECONDS, LEAD_SECONDS + load_audio(SPOKEN).seconds)
+SECOND_AT = (SPOKEN_AT[1] + GAP_SECONDS, SPOKEN_AT[1] + GAP_SECONDS + load_audio(SECOND).seconds)
+
+
+def sleep_until(moment: float) -> None:
+    time.sleep(max(0.0, moment - time.monotonic()))
 
 
 @dataclass
@@ -325,17 +338,16 @@ def test_the_talk_page_offers_the_microphone_and_a_data_channel(context: Browsin
 
 @pytest.mark.skipif(not RTC_BACKEND, reason="the WebRTC backend (POST /api/rtc/asr) is not in this tree")
 def test_press_to_talk_shows_partial_then_final_text(context: Browsing, tmp_path: Path) -> None:
+    """Two utterances on one connection: a click to start and one to stop, then Space held for the second."""
     page = open_page(context, "/rtc")
     page.select_option("#model", "base")
     page.select_option("#language", "en")
-    speech_seconds = load_audio(SPOKEN).seconds
-    pressed = time.monotonic()
+    pressed = time.monotonic()  # the fake microphone starts playing the file just after: getUserMedia
     page.click("#talk")  # a click toggles: talking until the next one
     page.wait_for_selector('body[data-rtc="listening"]')
     assert time.monotonic() - pressed < LEAD_SECONDS, "connected too late: the start of the speech was lost"
-    page.wait_for_function("() => document.body.dataset.partials > 0", timeout=int(speech_seconds * 1000) + 5000)
+    sleep_until(pressed + SPOKEN_AT[1] + 1.0)
     page.screenshot(path=tmp_path / "talking.png", full_page=True)
-    time.sleep(max(0.0, pressed + LEAD_SECONDS + speech_seconds + 1.0 - time.monotonic()))
     page.click("#talk")
     final = page.locator("#utterances li[data-final]")
     final.wait_for()
@@ -354,3 +366,22 @@ def test_press_to_talk_shows_partial_then_final_text(context: Browsing, tmp_path
     page.wait_for_function("() => document.getElementById('log').textContent.includes('Microphone detached')")
     assert page.get_attribute("#connection", "data-state") == "connected"
     page.screenshot(path=tmp_path / "rtc.png", full_page=True)
+
+    # The second sentence, held down with Space: the microphone is attached again, on the same connection;
+    # and its text is spoken back (over POST /v1/audio/speech).
+    page.check("#speak-back")
+    page.locator("#talk").focus()
+    sleep_until(pressed + SECOND_AT[0] - 1.0)
+    page.keyboard.down("Space")
+    page.wait_for_selector('body[data-rtc="listening"]')
+    sleep_until(pressed + SECOND_AT[1] + 1.0)
+    page.keyboard.up("Space")
+    second = page.locator("#utterances li:first-child[data-final]")
+    second.wait_for()
+    assert page.locator("#utterances li").count() == 2
+    assert wer([SECOND_TEXT], [second.get_attribute("data-final") or ""]) < 0.5, second.get_attribute("data-final")
+    assert page.get_attribute("#connection", "data-state") == "connected"
+    assert page.locator("#log").inner_text().count("Connected") == 1  # one connection for both
+    page.wait_for_function(
+        "() => { const audio = document.getElementById('back-audio'); return audio.currentTime > 0.2 && !audio.error; }"
+    )

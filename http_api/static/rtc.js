@@ -50,7 +50,7 @@ function setPhase(phase) {
   const live = phase === "listening" || phase === "connecting";
   talkButton.setAttribute("aria-pressed", String(live));
   talkButton.textContent =
-    phase === "connecting" ? "Connecting…" : phase === "listening" ? "Listening… (release or press to stop)" : "Hold to talk";
+    phase === "connecting" ? "Connecting…" : phase === "listening" ? "Listening…" : "Hold to talk";
 }
 
 function showConnection(text, kind) {
