@@ -15,7 +15,7 @@ from aiohttp import web
 from wyoming_wis.config import Settings
 from wyoming_wis.core import Core
 
-from . import cors, docs, openai_models, openai_speech, openai_transcriptions, operations, security, willow
+from . import cors, docs, openai_models, openai_speech, openai_transcriptions, operations, pages, security, willow
 from .errors import openai_errors
 from .state import CODEC_THREADS, LOADED, Loaded
 
@@ -38,6 +38,7 @@ def make_app(settings: Settings, core: Core | None = None) -> web.Application:
     app.add_routes(operations.routes)
     app.add_routes(willow.routes)
     app.add_routes(docs.routes)
+    app.add_routes(pages.routes)
     cors.setup(app, settings.cors_origin)  # before authentication: a browser's preflight carries no key
     security.setup(app, settings)
     app.on_cleanup.append(_stop_threads)

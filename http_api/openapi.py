@@ -477,6 +477,22 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
         "parameters": [{"name": "asset", "in": "path", "required": True, "schema": STRING}],
         "responses": {"200": {"description": "The file"}, **_errors(404)},
     },
+    ("get", "/"): {
+        "tags": ["Pages"],
+        "summary": "The console: models, voices, status, transcribe, speak, clone (open without credentials)",
+        "responses": {"200": {"description": "HTML page", "content": {"text/html": {"schema": STRING}}}},
+    },
+    ("get", "/rtc"): {
+        "tags": ["Pages"],
+        "summary": "Press to talk: the microphone over WebRTC, partial and final text (open without credentials)",
+        "responses": {"200": {"description": "HTML page", "content": {"text/html": {"schema": STRING}}}},
+    },
+    ("get", "/static/{asset}"): {
+        "tags": ["Pages"],
+        "summary": "The pages' scripts, stylesheet and icon, served from the package",
+        "parameters": [{"name": "asset", "in": "path", "required": True, "schema": STRING}],
+        "responses": {"200": {"description": "The file"}, **_errors(404)},
+    },
 }
 
 SECURITY_SCHEMES = {

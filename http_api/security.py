@@ -3,8 +3,9 @@
 With `--api-key`, a request passes with `Authorization: Bearer KEY` (what the OpenAI SDK
 sends) or `X-API-Key: KEY` (what WIS accepted); with `--api-user/--api-password`, with
 HTTP Basic (what a Willow device sends from `user:password@` in its URL). With both,
-either passes. `/health` stays open for load balancers, and so do the API docs: a browser
-opening a page cannot send a key, and the description holds no secret.
+either passes. `/health` stays open for load balancers, and so do the API docs and the pages
+(`/`, `/rtc` and their files): a browser opening a page cannot send a key, and they hold no
+data; the pages ask the user for the key and send it themselves.
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ from .errors import ApiError
 
 _LOGGER = logging.getLogger(__name__)
 REALM = "wyoming-wis"
-OPEN_RESOURCES = frozenset({"/health", "/api/docs", "/api/docs/{asset}", "/api/openapi.json"})
+OPEN_RESOURCES = frozenset(
+    {"/health", "/api/docs", "/api/docs/{asset}", "/api/openapi.json", "/", "/rtc", "/static/{asset}"}
+)
 
 
 @dataclass(frozen=True)

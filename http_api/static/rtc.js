@@ -1,0 +1,460 @@
+// Press to talk (GET /rtc): the microphone goes to the server over WebRTC, text comes back on a data channel.
+//
+// Signalling: one RTCPeerConnection with the microphone track and a data channel "chat"; the offer (after ICE
+// gathering completes, no trickle) goes to POST api/rtc/asr, which answers with the server's SDP.
+// Data channel, JSON {type, message?, obj?}: the page sends start {model?, language?} / stop / ping; the server
+// sends partial {text}, infer {text, language, audio_duration, infer_time, model}, log, error {code}, pong.
+// Between utterances the microphone is detached from the connection (replaceTrack(null)) and attached again on
+// the next start, so an open connection costs nothing while nobody talks.
+import { $, api, apiJson, fillSelect, h, say, sayError, setupKeyForm } from "./common.js";
+
+// Whisper's languages (faster-whisper's list); their names come from the browser.
+const LANGUAGES =
+  "af am ar as az ba be bg bn bo br bs ca cs cy da de el en es et eu fa fi fo fr gl gu ha haw he hi hr ht hu hy id " +
+  "is it ja jw ka kk km kn ko la lb ln lo lt lv mg mi mk ml mn mr ms mt my ne nl nn no oc pa pl ps pt ro ru sa sd si " +
+  "sk sl sn so sq sr su sv sw ta te tg th tk tl tr tt uk ur uz vi yi yo zh yue";
+const HOLD_MS = 400; // a press longer than this is held (release stops); a shorter one toggles
+const DETACH_DELAY_MS = 300; // after stop, let the last audio packets leave before detaching the microphone
+const ICE_GATHERING_TIMEOUT_MS = 5000;
+const CHANNEL_OPEN_TIMEOUT_MS = 15000;
+const PING_INTERVAL_MS = 20000;
+const LOG_LINES = 300;
+
+const talkButton = $("talk");
+const state = $("talk-state");
+let microphone = null; // the MediaStreamTrack, kept between utterances
+let peer = null; // {pc, channel, sender}
+let connecting = null; // the promise of a connection being made
+let talking = false; // the user is talking (start sent or about to be)
+let pending = []; // utterances stopped and waiting for their final text, oldest first
+let current = null; // the utterance being spoken
+let detachTimer = null;
+let pingTimer = null;
+let pingSent = 0;
+let pressedAt = 0;
+let pressStarted = false;
+let partialsShown = 0;
+
+// -- log and state ---------------------------------------------------------------
+
+function log(text) {
+  const box = $("log");
+  const time = new Date().toLocaleTimeString([], { hour12: false });
+  box.append(`${time}  ${text}\n`);
+  while (box.childNodes.length > LOG_LINES) box.firstChild.remove();
+  box.scrollTop = box.scrollHeight;
+}
+
+function setPhase(phase) {
+  document.body.dataset.rtc = phase; // idle, connecting, listening, waiting
+  const live = phase === "listening" || phase === "connecting";
+  talkButton.setAttribute("aria-pressed", String(live));
+  talkButton.textContent =
+    phase === "connecting" ? "Connecting…" : phase === "listening" ? "Listening…" : "Hold to talk";
+}
+
+function showConnection(text, kind) {
+  const element = $("connection");
+  element.textContent = text;
+  element.dataset.state = kind;
+  $("disconnect").disabled = !peer && !microphone;
+}
+
+// -- connection ------------------------------------------------------------------
+
+async function getMicrophone() {
+  if (microphone && microphone.readyState === "live") return microphone;
+  if (!navigator.mediaDevices || !window.RTCPeerConnection) {
+    throw new Error(
+      "This browser gives the microphone and WebRTC only to secure pages: open this page over HTTPS " +
+        "(start the server with --ssl-cert and --ssl-key) or on localhost",
+    );
+  }
+  const stream = await navigator.mediaDevices.getUserMedia({ audio: { channelCount: 1 }, video: false });
+  microphone = stream.getAudioTracks()[0];
+  microphone.addEventListener("ended", () => {
+    log("The microphone was taken away");
+    microphone = null;
+  });
+  log(`Microphone: ${microphone.label || "default"}`);
+  return microphone;
+}
+
+function iceGatheringComplete(pc) {
+  if (pc.iceGatheringState === "complete") return Promise.resolve();
+  return new Promise((resolve) => {
+    const done = () => {
+      if (pc.iceGatheringState !== "complete") return;
+      pc.removeEventListener("icegatheringstatechange", done);
+      resolve();
+    };
+    pc.addEventListener("icegatheringstatechange", done);
+    setTimeout(resolve, ICE_GATHERING_TIMEOUT_MS); // send the candidates there are
+  });
+}
+
+function channelOpen(channel) {
+  if (channel.readyState === "open") return Promise.resolve();
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error("The data channel did not open")), CHANNEL_OPEN_TIMEOUT_MS);
+    channel.addEventListener("open", () => {
+      clearTimeout(timer);
+      resolve();
+    });
+    channel.addEventListener("close", () => {
+      clearTimeout(timer);
+      reject(new Error("The data channel closed while opening"));
+    });
+  });
+}
+
+async function openConnection() {
+  const track = await getMicrophone();
+  const pc = new RTCPeerConnection({ iceServers: [] }); // a LAN needs no STUN
+  const sender = pc.addTrack(track, new MediaStream([track]));
+  const channel = pc.createDataChannel("chat", { ordered: true });
+  const connection = { pc, channel, sender };
+  channel.addEventListener("message", (event) => received(event.data));
+  channel.addEventListener("close", () => closed(connection, "The data channel closed"));
+  pc.addEventListener("connectionstatechange", () => {
+    const now = pc.connectionState;
+    log(`Connection ${now}`);
+    if (peer === connection) showConnection(now, now);
+    if (now === "failed" || now === "closed") closed(connection, `The connection ${now}`);
+  });
+  try {
+    showConnection("connecting", "connecting");
+    await pc.setLocalDescription(await pc.createOffer());
+    await iceGatheringComplete(pc);
+    const offer = pc.localDescription;
+    log("Sending the offer");
+    const answer = await apiJson("api/rtc/asr", { method: "POST", json: { sdp: offer.sdp, type: offer.type } });
+    await pc.setRemoteDescription(answer);
+    await channelOpen(channel);
+  } catch (error) {
+    pc.close();
+    showConnection("not connected", "failed");
+    throw error;
+  }
+  peer = connection;
+  showConnection("connected", "connected");
+  log("Connected");
+  clearInterval(pingTimer);
+  pingTimer = setInterval(ping, PING_INTERVAL_MS);
+  return connection;
+}
+
+function connect() {
+  if (peer && peer.channel.readyState === "open") return Promise.resolve(peer);
+  if (!connecting) connecting = openConnection().finally(() => (connecting = null));
+  return connecting;
+}
+
+function closed(connection, why) {
+  if (peer !== connection) return;
+  peer = null;
+  clearInterval(pingTimer);
+  connection.pc.close();
+  log(why);
+  showConnection("not connected", "closed");
+  for (const utterance of pending) fail(utterance, why);
+  pending = [];
+  if (talking) {
+    talking = false;
+    current = null;
+    setPhase("idle");
+    say(state, `${why}; press again to reconnect.`, "error");
+  }
+}
+
+function releaseMicrophone() {
+  if (microphone) {
+    microphone.stop(); // the browser's microphone indicator goes off
+    microphone = null;
+  }
+  $("disconnect").disabled = !peer;
+}
+
+function disconnect() {
+  if (peer) closed(peer, "Disconnected");
+  releaseMicrophone();
+  showConnection("not connected", "closed");
+}
+
+function send(message) {
+  if (!peer || peer.channel.readyState !== "open") return false;
+  peer.channel.send(JSON.stringify(message));
+  return true;
+}
+
+function ping() {
+  pingSent = performance.now();
+  send({ type: "ping" });
+}
+
+// -- talking ---------------------------------------------------------------------
+
+function options() {
+  const obj = {};
+  if ($("model").value) obj.model = $("model").value;
+  if ($("language").value) obj.language = $("language").value;
+  return obj;
+}
+
+async function startTalking() {
+  if (talking) return;
+  talking = true;
+  clearTimeout(detachTimer);
+  say(state, "");
+  const utterance = { element: null, partials: 0, stopAt: 0, started: false, stopWanted: false };
+  current = utterance;
+  setPhase("connecting");
+  try {
+    const connection = await connect();
+    const track = await getMicrophone();
+    if (connection.sender.track !== track) await connection.sender.replaceTrack(track);
+  } catch (error) {
+    talking = false;
+    current = null;
+    setPhase("idle");
+    sayError(state, error, "Could not connect");
+    log(`Error: ${error.message}`);
+    if (!peer) releaseMicrophone();
+    return;
+  }
+  if (current !== utterance) return; // the connection closed meanwhile
+  utterance.element = h("li", { dataset: { partials: "0" } }, h("span", { class: "text" }, "…"), h("span", { class: "timing" }));
+  $("utterances").prepend(utterance.element);
+  send({ type: "start", obj: options() });
+  utterance.started = true;
+  log(`start ${JSON.stringify(options())}`);
+  setPhase("listening");
+  if (utterance.stopWanted) stopTalking();
+}
+
+function stopTalking() {
+  if (!talking || !current) return;
+  const utterance = current;
+  if (!utterance.started) {
+    utterance.stopWanted = true; // released while connecting: stop as soon as it has started
+    return;
+  }
+  talking = false;
+  current = null;
+  utterance.stopAt = performance.now();
+  send({ type: "stop", obj: options() });
+  log("stop");
+  pending.push(utterance);
+  setPhase("waiting");
+  detachSoon();
+}
+
+/** Detach the microphone from the connection once the last packets have left, unless talking again by then. */
+function detachSoon() {
+  clearTimeout(detachTimer);
+  detachTimer = setTimeout(() => {
+    if (!peer || talking || !peer.sender.track) return;
+    peer.sender.replaceTrack(null).then(
+      () => log("Microphone detached until the next start"),
+      (error) => log(`Detaching the microphone: ${error.message}`),
+    );
+  }, DETACH_DELAY_MS);
+}
+
+function press() {
+  if (talking) {
+    pressStarted = false;
+    stopTalking();
+  } else {
+    pressStarted = true;
+    pressedAt = performance.now();
+    startTalking();
+  }
+}
+
+function release() {
+  if (pressStarted && performance.now() - pressedAt >= HOLD_MS) stopTalking();
+  pressStarted = false;
+}
+
+// -- what the server says --------------------------------------------------------
+
+function received(data) {
+  let message;
+  try {
+    message = JSON.parse(data);
+  } catch {
+    log(`Not JSON: ${String(data).slice(0, 200)}`);
+    return;
+  }
+  const obj = message.obj || {};
+  switch (message.type) {
+    case "partial":
+      partial(obj.text || "");
+      break;
+    case "infer":
+      final(obj);
+      break;
+    case "pong":
+      if (pingSent) log(`pong after ${Math.round(performance.now() - pingSent)} ms`);
+      break;
+    case "log":
+      log(`server: ${message.message}`);
+      break;
+    case "error": {
+      const text = `${message.message}${obj.code ? ` (${obj.code})` : ""}`;
+      log(`server error: ${text}`);
+      say(state, text, "error");
+      if (pending.length) {
+        fail(pending.shift(), text); // the oldest utterance waiting for its text will not get it
+      } else if (current && current.started) {
+        fail(current, text); // the server refused the start (an unknown model, say): this utterance is over
+        talking = false;
+        current = null;
+        detachSoon();
+      }
+      if (!pending.length && !talking) setPhase("idle");
+      break;
+    }
+    default:
+      log(`Unknown message ${JSON.stringify(message).slice(0, 200)}`);
+  }
+}
+
+function partial(text) {
+  const utterance = current || pending[pending.length - 1];
+  log(`partial: ${text}`);
+  if (!utterance || !utterance.element || !text.trim()) return;
+  utterance.partials += 1; // partial texts shown, counted for the timing line (and for tests)
+  partialsShown += 1;
+  Object.assign(utterance.element.dataset, { partials: String(utterance.partials), partial: text });
+  document.body.dataset.partials = String(partialsShown);
+  utterance.element.querySelector(".text").textContent = text;
+  $("partial").textContent = text;
+}
+
+function final(result) {
+  const utterance = pending.shift();
+  const latency = utterance ? Math.round(performance.now() - utterance.stopAt) : null;
+  const text = (result.text || "").trim();
+  $("partial").textContent = "";
+  if (utterance && utterance.element) {
+    const element = utterance.element;
+    element.querySelector(".text").textContent = text || "(nothing heard)";
+    const timing = [
+      latency !== null ? `latency ${latency} ms` : null,
+      result.audio_duration !== undefined ? `${(result.audio_duration / 1000).toFixed(1)} s of audio` : null,
+      result.infer_time !== undefined ? `server ${Math.round(result.infer_time)} ms` : null,
+      result.model || null,
+      result.language || null,
+      `${utterance.partials} partial${utterance.partials === 1 ? "" : "s"}`,
+    ];
+    element.querySelector(".timing").textContent = timing.filter(Boolean).join(" · ");
+    Object.assign(element.dataset, { final: text, latency: String(latency), partials: String(utterance.partials) });
+  }
+  log(`infer: ${text} (${latency} ms)`);
+  if (!pending.length && !talking) setPhase("idle");
+  if (text && $("speak-back").checked) speakBack(text);
+}
+
+function fail(utterance, why) {
+  if (!utterance.element) return;
+  utterance.element.querySelector(".text").textContent = `Failed: ${why}`;
+  utterance.element.dataset.error = why;
+}
+
+async function speakBack(text) {
+  const audio = $("back-audio");
+  try {
+    const response = await api("v1/audio/speech", {
+      method: "POST",
+      json: { input: text, voice: $("back-voice").value || undefined, response_format: "mp3" },
+    });
+    if (audio.src) URL.revokeObjectURL(audio.src);
+    audio.src = URL.createObjectURL(await response.blob());
+    await audio.play();
+  } catch (error) {
+    sayError(state, error, "Could not speak the transcript back");
+  }
+}
+
+// -- choices ---------------------------------------------------------------------
+
+function languagesFor(model) {
+  const names = typeof Intl.DisplayNames === "function" ? new Intl.DisplayNames(["en"], { type: "language" }) : null;
+  const name = (code) => {
+    try {
+      return names ? `${names.of(code)} (${code})` : code;
+    } catch {
+      return code;
+    }
+  };
+  const codes = model.endsWith(".en") ? ["en"] : LANGUAGES.split(" ");
+  const entries = codes.map((code) => [code, name(code)]).sort((a, b) => a[1].localeCompare(b[1]));
+  return model.endsWith(".en") ? entries : [["", "detect"], ...entries];
+}
+
+async function loadChoices() {
+  try {
+    const [models, health] = await Promise.all([apiJson("v1/models"), apiJson("health")]);
+    const whisper = models.data.map((model) => model.id).filter((id) => id in health.asr);
+    fillSelect(
+      $("model"),
+      whisper.map((id) => [id]),
+    );
+    fillSelect($("language"), languagesFor($("model").value));
+  } catch (error) {
+    sayError(state, error, "Models unavailable");
+  }
+  try {
+    const voices = (await apiJson("v1/audio/voices")).voices;
+    fillSelect(
+      $("back-voice"),
+      voices.map((voice) => [voice.id, voice.name]),
+    );
+  } catch (error) {
+    log(`Voices unavailable: ${error.message}`);
+  }
+  document.body.dataset.loaded = "true";
+}
+
+// -- start -----------------------------------------------------------------------
+
+/** Space belongs to the talk button, except where it types or activates something else. */
+function spaceIsTaken(target) {
+  if (!(target instanceof HTMLElement) || target === talkButton) return false;
+  return target.isContentEditable || /^(INPUT|TEXTAREA|SELECT|BUTTON|A|SUMMARY|AUDIO)$/.test(target.tagName);
+}
+
+talkButton.addEventListener("pointerdown", (event) => {
+  if (event.button !== 0) return;
+  talkButton.setPointerCapture(event.pointerId);
+  press();
+});
+talkButton.addEventListener("pointerup", release);
+talkButton.addEventListener("pointercancel", release);
+talkButton.addEventListener("click", (event) => {
+  if (event.detail === 0) {
+    press(); // Enter on the focused button: toggles
+    pressStarted = false;
+  }
+});
+talkButton.addEventListener("contextmenu", (event) => event.preventDefault()); // a long touch must not open a menu
+document.addEventListener("keydown", (event) => {
+  if (event.code !== "Space" || spaceIsTaken(event.target)) return;
+  event.preventDefault();
+  if (!event.repeat) press();
+});
+document.addEventListener("keyup", (event) => {
+  if (event.code !== "Space" || spaceIsTaken(event.target)) return;
+  event.preventDefault();
+  release();
+});
+$("model").addEventListener("change", () => fillSelect($("language"), languagesFor($("model").value)));
+$("disconnect").addEventListener("click", disconnect);
+window.addEventListener("pagehide", () => disconnect());
+
+setupKeyForm(loadChoices);
+setPhase("idle");
+showConnection("not connected", "closed");
+loadChoices();

@@ -1,0 +1,387 @@
+"""The pages in a real browser: the console (GET /) and press to talk (GET /rtc), against real servers.
+
+Debian's chromium, driven by Playwright (no browser download: `executable_path`), hears a corpus
+recording as its microphone (`--use-file-for-fake-audio-capture`). Every request a page makes must go
+to the server itself. Screenshots go to each test's tmp_path. The console needs nothing of the
+WebRTC backend; the press-to-talk round trip runs where the tree has `POST /api/rtc/asr`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shutil
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+from helpers import CORPUS, Pcm, Server, assert_clean_log, load_audio, normalise, silence, start_server, wav_bytes, wer
+from playwright.sync_api import Browser, BrowserContext, Page, Request, sync_playwright
+from prometheus_client.parser import text_string_to_metric_families
+
+from http_api import make_app, openapi
+from wyoming_wis.config import Settings
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"  # ./run.sh test installs Debian's
+SPOKEN = CORPUS / "LJ001-0004.flac"  # 5.1 s
+SPOKEN_TEXT = (CORPUS / "LJ001-0004.txt").read_text().strip()
+UPLOADED = CORPUS / "LJ001-0006.flac"  # 5.7 s
+UPLOADED_TEXT = (CORPUS / "LJ001-0006.txt").read_text().strip()
+SECOND = CORPUS / "LJ001-0002.flac"  # 1.9 s
+SECOND_TEXT = (SECOND.with_suffix(".txt")).read_text().strip()
+LEAD_SECONDS = 3.0  # silence before the speech: the page connects while the fake microphone plays it
+GAP_SECONDS = 4.0  # between the two sentences: the first one's text comes back
+TAIL_SECONDS = 30.0  # silence after them: Chromium loops the file, and the test is over long before it repeats
+KEY = "sk-pages-7e1b44"
+RTC_BACKEND = ("post", "/api/rtc/asr") in openapi.registered(make_app(Settings.from_args([], environ={})))
+TIMEOUT_MS = 30_000
+
+
+def microphone_wav(path: Path) -> Path:
+    """What Chromium's fake microphone plays (48 kHz mono): silence, a sentence, silence, a short one, silence."""
+    first, second = load_audio(SPOKEN, rate=48000), load_audio(SECOND, rate=48000)
+    pause = silence(GAP_SECONDS, 48000).audio
+    audio = silence(LEAD_SECONDS, 48000).audio + first.audio + pause + second.audio + silence(TAIL_SECONDS, 48000).audio
+    path.write_bytes(wav_bytes(Pcm(audio, 48000, 2, 1)))
+    return path
+
+
+# When each sentence starts and ends, in seconds from the start of the file.
+SPOKEN_AT = (LEAD_SECONDS, LEAD_SECONDS + load_audio(SPOKEN).seconds)
+SECOND_AT = (SPOKEN_AT[1] + GAP_SECONDS, SPOKEN_AT[1] + GAP_SECONDS + load_audio(SECOND).seconds)
+
+
+def sleep_until(moment: float) -> None:
+    time.sleep(max(0.0, moment - time.monotonic()))
+
+
+@dataclass
+class Watched:
+    """What the pages of a browser context did: every URL they requested, and anything that went wrong."""
+
+    origin: str
+    urls: list[str] = field(default_factory=list)
+    page_errors: list[str] = field(default_factory=list)
+    console_errors: list[str] = field(default_factory=list)
+
+    def watch(self, page: Page) -> None:
+        page.on("pageerror", lambda error: self.page_errors.append(str(error)))
+        page.on("console", lambda message: message.type == "error" and self.console_errors.append(message.text))
+
+    def foreign(self) -> list[str]:
+        """URLs not served by the origin itself (a blob: URL made by the page counts as its own)."""
+        outside = []
+        for url in self.urls:
+            parts = urlsplit(url[len("blob:") :] if url.startswith("blob:") else url)
+            if f"{parts.scheme}://{parts.netloc}" != self.origin:
+                outside.append(url)
+        return outside
+
+    def check(self) -> None:
+        assert self.urls, "no request seen"
+        assert not self.foreign(), f"requests outside the server: {self.foreign()}"
+        assert not self.page_errors, f"uncaught errors in the page: {self.page_errors}"
+        # The server's error answers are logged as "Failed to load resource"; anything else is the page's fault.
+        unexpected = [text for text in self.console_errors if not text.startswith("Failed to load resource")]
+        assert not unexpected, f"console errors: {unexpected}"
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
+    """One headless chromium for the module, its microphone playing the corpus recording."""
+    assert shutil.which(CHROMIUM), "this test needs Debian's chromium, which ./run.sh test installs"
+    wav = microphone_wav(tmp_path_factory.mktemp("microphone") / "microphone.wav")
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(
+            executable_path=CHROMIUM,
+            args=[
+                "--no-sandbox",
+                "--use-fake-ui-for-media-stream",
+                "--use-fake-device-for-media-stream",
+                f"--use-file-for-fake-audio-capture={wav}",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+                "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",  # nothing else even resolves
+            ],
+        )
+        yield launched
+        launched.close()
+
+
+Browsing = tuple[BrowserContext, Watched]
+
+
+@pytest.fixture
+def context(browser: Browser, server: Server) -> Iterator[Browsing]:
+    """A fresh profile (no stored key) whose every request is recorded; checked when the test ends."""
+    made = browser.new_context(base_url=server.http_url, viewport={"width": 1000, "height": 1400})
+    made.set_default_timeout(TIMEOUT_MS)
+    watched = Watched(server.http_url)
+    made.on("request", lambda request: watched.urls.append(request.url))
+    made.on("page", watched.watch)
+    yield made, watched
+    made.close()
+    watched.check()
+
+
+def open_page(context: Browsing, path: str) -> Page:
+    made, _ = context
+    page = made.new_page()
+    page.goto(path)
+    page.wait_for_selector("body[data-loaded]")
+    return page
+
+
+def rows(page: Page, table: str) -> dict[str, list[str]]:
+    """A table's body: each row's name (its data-name or data-voice, else its first cell) -> its cells."""
+    keyed = page.eval_on_selector_all(
+        f"#{table} tbody tr",
+        """rows => rows.map(row => {
+            const cells = [...row.cells].map(cell => cell.textContent.trim());
+            return [row.dataset.name || row.dataset.voice || cells[0], cells];
+        })""",
+    )
+    return dict(keyed)
+
+
+def shown_duration(seconds: float) -> str:
+    """As the console shows a duration."""
+    if seconds < 90:
+        return f"{seconds:.1f} s"
+    return f"{seconds / 60:.1f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
+
+
+# -- the console --------------------------------------------------------------------
+
+
+def test_the_pages_and_their_files_are_served_from_the_package_and_open(server: Server) -> None:
+    for path, title in (("/", "wyoming-wis console"), ("/rtc", "wyoming-wis: press to talk")):
+        page = httpx.get(server.http_url + path)
+        assert page.status_code == 200 and page.headers["content-type"].startswith("text/html"), path
+        assert f"<title>{title}</title>" in page.text
+        assert "default-src 'self'" in page.headers["content-security-policy"]
+        for url in re.findall(r'(?:src|href)="([^"]+)"', page.text):
+            assert not re.match(r"^([a-z]+:)?//", url), f"{url} in {path} is not served by this server"
+        for asset in re.findall(r'"(static/[^"]+)"', page.text):
+            answer = httpx.get(f"{server.http_url}/{asset}")
+            assert answer.status_code == 200 and len(answer.content) > 200, asset
+    script = httpx.get(server.http_url + "/static/console.js")
+    assert script.headers["content-type"].startswith("text/javascript")  # a module must have a JS type
+    for name in ("nope.js", "..%2Fpages.py", "index.html"):
+        missing = httpx.get(server.http_url + "/static/" + name)
+        assert missing.status_code == 404 and missing.json()["error"]["code"] == "not_found", name
+
+
+def test_the_console_shows_models_voices_status_and_metrics(context: Browsing, server: Server, tmp_path: Path) -> None:
+    with (CORPUS / "LJ001-0002.flac").open("rb") as file:  # some audio transcribed, for the numbers to show
+        httpx.post(server.http_url + "/v1/audio/transcriptions", files={"file": file}, timeout=60).raise_for_status()
+    page = open_page(context, "/")
+    asr = rows(page, "asr-models")
+    assert set(asr) == {"base", "tiny.en"} and all(row[1] == "loaded" for row in asr.values()), asr
+    voices = rows(page, "voices")
+    assert "en_US-joe-medium" in voices and voices["en_US-joe-medium"][1] == "piper", voices
+    assert "en_US" in voices["en_US-joe-medium"][2]
+    assert page.locator("#health-state").inner_text() == "Serving."
+    numbers = "items => items.map(item => [item.dataset.metric, item.lastChild.textContent])"
+    shown = dict(page.eval_on_selector_all("[data-metric]", numbers))
+    # The page read the Prometheus text as Prometheus's own parser does (nothing was transcribed or spoken since).
+    samples = [
+        sample
+        for family in text_string_to_metric_families(httpx.get(server.http_url + "/metrics").text)
+        for sample in family.samples
+    ]
+    transcribed = sum(s.value for s in samples if s.name == "wis_asr_audio_seconds_total")
+    cache = {s.labels["result"]: s.value for s in samples if s.name == "wis_tts_cache_phrases_total"}
+    looked = int(cache["hit"] + cache["miss"])
+    assert transcribed > 0 and shown["asr-seconds"] == shown_duration(transcribed), (shown, transcribed)
+    percent = math.floor(100 * cache["hit"] / looked + 0.5) if looked else 0
+    assert shown["cache-hits"] == (f"{int(cache['hit'])} of {looked} ({percent} %)" if looked else "0"), shown
+    assert int(shown["requests"]) > 0 and int(shown["errors"]) < int(shown["requests"])
+    assert re.fullmatch(r"[1-9]\d* MB", shown["memory"]), shown
+    assert page.eval_on_selector_all("#speak-voice option", "options => options.map(o => o.value)") == list(voices)
+    links = page.eval_on_selector_all("a", "links => links.map(link => link.href)")
+    assert f"{server.http_url}/api/docs" in links and f"{server.http_url}/rtc" in links
+    page.screenshot(path=tmp_path / "console.png", full_page=True)
+
+
+def test_the_console_speaks_typed_text_in_a_chosen_voice(context: Browsing, tmp_path: Path) -> None:
+    page = open_page(context, "/")
+    page.fill("#speak-text", "The kitchen lights are on.")
+    page.select_option("#speak-voice", "en_US-joe-medium")
+    assert page.input_value("#speak-format") == "mp3"
+    page.click("#speak-button")
+    page.wait_for_selector("#speak-audio[data-duration]")
+    state = page.locator("#speak-state")
+    assert state.get_attribute("data-kind") == "ok", state.inner_text()
+    assert "KB of mp3" in state.inner_text()
+    # The element decoded it and plays it: a second or two of speech, and its clock runs.
+    played = page.wait_for_function(
+        """() => {
+            const audio = document.getElementById("speak-audio");
+            return audio.currentTime > 0.2 && !audio.error && {duration: audio.duration, state: audio.readyState};
+        }"""
+    ).json_value()
+    assert 1.0 < played["duration"] < 6.0 and played["state"] >= 2, played
+    page.screenshot(path=tmp_path / "speak.png", full_page=True)
+
+
+def test_the_console_transcribes_an_uploaded_file(context: Browsing, tmp_path: Path) -> None:
+    page = open_page(context, "/")
+    page.select_option("#transcribe-model", "base")
+    page.set_input_files("#transcribe-file", UPLOADED)
+    page.click("#transcribe-button")
+    page.wait_for_selector("#transcript:not([hidden])", timeout=60_000)
+    text = page.locator("#transcript-text").inner_text()
+    assert wer([UPLOADED_TEXT], [text]) < 0.15, text
+    segments = rows(page, "segments")
+    assert segments and wer([UPLOADED_TEXT], [" ".join(row[2] for row in segments.values())]) < 0.15, segments
+    assert "language en" in page.locator("#transcript-meta").inner_text()
+    page.screenshot(path=tmp_path / "transcribe.png", full_page=True)
+
+
+def test_the_console_shows_why_a_voice_cannot_be_cloned(context: Browsing, tmp_path: Path) -> None:
+    page = open_page(context, "/")
+    page.fill("#clone-name", "my-voice")
+    page.set_input_files("#clone-file", UPLOADED)
+    page.click("#clone-button")
+    state = page.locator('#clone-state[data-kind="error"]')
+    state.wait_for()
+    text = state.inner_text()
+    assert text.startswith("Could not clone the voice: Voice cloning needs XTTS") and "--xtts" in text, text
+    assert "HTTP 400" in text, text
+    assert "my-voice" not in rows(page, "voices")
+    page.screenshot(path=tmp_path / "clone.png", full_page=True)
+
+
+@pytest.fixture(scope="module")
+def keyed(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """A server that wants an API key (tiny.en only, to start quickly)."""
+    args = ["--data-dir", str(data_dir), "--asr-model", "tiny.en"]
+    running = start_server(args, tmp_path_factory.mktemp("keyed"), env={"WIS_API_KEY": KEY})
+    yield running
+    assert running.stop() == 0, running.log
+    assert_clean_log(running.log)
+
+
+def test_the_console_asks_for_the_key_and_sends_it(browser: Browser, keyed: Server, tmp_path: Path) -> None:
+    made = browser.new_context(base_url=keyed.http_url)
+    made.set_default_timeout(TIMEOUT_MS)
+    watched = Watched(keyed.http_url)
+    sent: dict[str, str | None] = {}
+
+    def record(request: Request) -> None:
+        watched.urls.append(request.url)
+        sent[urlsplit(request.url).path] = request.headers.get("authorization")
+
+    made.on("request", record)
+    try:
+        page = made.new_page()
+        watched.watch(page)
+        page.goto("/")  # the page itself needs no key
+        page.wait_for_selector("body[data-loaded]")
+        assert page.locator("#key").get_attribute("open") is not None  # the 401 opened the key form
+        assert "This server needs an API key" in page.locator("#key-state").inner_text()
+        assert page.locator("#health-state").inner_text() == "Serving."  # /health is open
+        assert rows(page, "voices") == {}
+        page.fill("#key-input", KEY)
+        page.click("#key-form button[type=submit]")
+        page.wait_for_selector('#voices tbody tr[data-voice="en_US-joe-medium"]')
+        assert sent["/v1/audio/voices"] == f"Bearer {KEY}" and sent["/metrics"] == f"Bearer {KEY}"
+        page.reload()  # kept in the browser
+        page.wait_for_selector('#voices tbody tr[data-voice="en_US-joe-medium"]')
+        page.screenshot(path=tmp_path / "keyed.png", full_page=True)
+    finally:
+        made.close()
+    watched.check()
+
+
+# -- press to talk ------------------------------------------------------------------
+
+
+def test_the_talk_page_offers_the_microphone_and_a_data_channel(context: Browsing, tmp_path: Path) -> None:
+    """The signalling half, whether or not the backend is in this tree: a complete (non-trickle) offer, the key."""
+    made, _ = context
+    page = made.new_page()
+    page.goto("/rtc")
+    page.wait_for_selector("body[data-loaded]")
+    page.evaluate("key => localStorage.setItem('wyoming-wis.api-key', key)", KEY)  # the shared server ignores it
+    page.reload()
+    page.wait_for_selector("body[data-loaded]")
+    assert page.eval_on_selector_all("#model option", "options => options.map(o => o.value)") == ["base", "tiny.en"]
+    assert "en" in page.eval_on_selector_all("#language option", "options => options.map(o => o.value)")
+    with page.expect_request(lambda request: request.url.endswith("/api/rtc/asr")) as asked:
+        page.click("#talk")
+    request = asked.value
+    assert request.method == "POST" and request.headers["authorization"] == f"Bearer {KEY}"
+    offer = json.loads(request.post_data or "{}")
+    assert offer["type"] == "offer"
+    sdp = offer["sdp"]
+    assert re.search(r"^m=audio \d+ UDP/TLS/RTP/SAVPF ", sdp, re.M) and "opus/48000" in sdp
+    assert re.search(r"^m=application \d+ UDP/DTLS/SCTP webrtc-datachannel\r?$", sdp, re.M)
+    assert "a=candidate:" in sdp  # gathered before sending: the server gets no trickled candidates
+    if RTC_BACKEND:
+        page.wait_for_selector('#connection[data-state="connected"]')
+    else:  # the server's error, shown as the server put it
+        state = page.locator('#talk-state[data-kind="error"]')
+        state.wait_for()
+        assert state.inner_text().startswith("Could not connect:") and "HTTP 404" in state.inner_text()
+        assert page.get_attribute("body", "data-rtc") == "idle"
+    page.screenshot(path=tmp_path / "offer.png", full_page=True)
+
+
+@pytest.mark.skipif(not RTC_BACKEND, reason="the WebRTC backend (POST /api/rtc/asr) is not in this tree")
+def test_press_to_talk_shows_partial_then_final_text(context: Browsing, tmp_path: Path) -> None:
+    """Two utterances on one connection: a click to start and one to stop, then Space held for the second."""
+    page = open_page(context, "/rtc")
+    page.select_option("#model", "base")
+    page.select_option("#language", "en")
+    pressed = time.monotonic()  # the fake microphone starts playing the file just after: getUserMedia
+    page.click("#talk")  # a click toggles: talking until the next one
+    page.wait_for_selector('body[data-rtc="listening"]')
+    assert time.monotonic() - pressed < LEAD_SECONDS, "connected too late: the start of the speech was lost"
+    sleep_until(pressed + SPOKEN_AT[1] + 1.0)
+    page.screenshot(path=tmp_path / "talking.png", full_page=True)
+    page.click("#talk")
+    final = page.locator("#utterances li[data-final]")
+    final.wait_for()
+    text = final.get_attribute("data-final") or ""
+    assert wer([SPOKEN_TEXT], [text]) < 0.15, text
+    assert int(final.get_attribute("data-partials") or 0) >= 1  # partial text was shown before the final
+    shown_partial = normalise(final.get_attribute("data-partial") or "").split()
+    heard = set(normalise(SPOKEN_TEXT).split())
+    assert shown_partial and sum(word in heard for word in shown_partial) * 2 >= len(shown_partial), shown_partial
+    assert 0 < int(final.get_attribute("data-latency") or 0) < 10_000
+    timing = final.locator(".timing").inner_text()
+    assert re.search(r"latency \d+ ms · \d+\.\d s of audio", timing), timing
+    assert page.get_attribute("body", "data-rtc") == "idle"
+    assert "partial: " in page.locator("#log").inner_text()
+    # Between utterances the microphone is off the connection (replaceTrack(null)), and the connection stays.
+    page.wait_for_function("() => document.getElementById('log').textContent.includes('Microphone detached')")
+    assert page.get_attribute("#connection", "data-state") == "connected"
+    page.screenshot(path=tmp_path / "rtc.png", full_page=True)
+
+    # The second sentence, held down with Space: the microphone is attached again, on the same connection;
+    # and its text is spoken back (over POST /v1/audio/speech).
+    page.check("#speak-back")
+    page.locator("#talk").focus()
+    sleep_until(pressed + SECOND_AT[0] - 1.0)
+    page.keyboard.down("Space")
+    page.wait_for_selector('body[data-rtc="listening"]')
+    sleep_until(pressed + SECOND_AT[1] + 1.0)
+    page.keyboard.up("Space")
+    second = page.locator("#utterances li:first-child[data-final]")
+    second.wait_for()
+    assert page.locator("#utterances li").count() == 2
+    assert wer([SECOND_TEXT], [second.get_attribute("data-final") or ""]) < 0.5, second.get_attribute("data-final")
+    assert page.get_attribute("#connection", "data-state") == "connected"
+    assert page.locator("#log").inner_text().count("Connected") == 1  # one connection for both
+    page.wait_for_function(
+        "() => { const audio = document.getElementById('back-audio'); return audio.currentTime > 0.2 && !audio.error; }"
+    )
