@@ -62,6 +62,8 @@ class BadOffer(Exception):
 
 @dataclasses.dataclass
 class Limits:
+    """What every connection of the server is held to."""
+
     idle_timeout: float
     ports: PortRange
 
@@ -104,7 +106,7 @@ class Peer:
         and ice.PortsExhausted when the port range is full.
         """
         await self.pc.setRemoteDescription(offer)
-        audio = [t for t in self.pc.getTransceivers() if t.kind == "audio"]
+        audio = [t for t in self.pc.getTransceivers() if t.kind == "audio" and t.receiver.track is not None]
         if not audio:
             raise BadOffer("The offer has no audio track: add the microphone's track before making the offer")
         if self.pc.sctp is None:
@@ -164,10 +166,11 @@ class Peer:
                 self._start(channel, Params.parse(message.obj, "start's obj"))
             else:
                 self._stop(channel, Params.parse(message.obj, "stop's obj"))
-        except BadMessage as err:
+        except (BadMessage, WisError) as err:
             _send(channel, messages.error(err.message, err.code))
-        except WisError as err:
-            _send(channel, messages.error(err.message, err.code))
+        except Exception:  # raised here it would reach aiortc's SCTP transport: log it, answer, carry on
+            _LOGGER.exception("WebRTC connection %d: unexpected error handling a message", self.id)
+            _send(channel, messages.error("Internal error; see the server log", "internal-error"))
 
     # -- utterances -----------------------------------------------------------------
 
