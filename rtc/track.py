@@ -1,9 +1,10 @@
 """Audio from a browser's track into an ASR session, resampled off the event loop.
 
 aiortc hands over 20 ms frames of decoded Opus (48 kHz, s16, stereo). They are
-kept until about 100 ms have come, then resampled to 16 kHz mono float32 in a
-codec thread and fed to the session: a thread hop per 100 ms rather than per
-frame, and partial results stay as fresh as the session makes them.
+kept until 60 ms have come, then resampled to 16 kHz mono float32 in a codec
+thread and fed to the session: a thread hop per three frames rather than per
+frame, and the session hears the end of speech about as soon as from a Wyoming
+satellite (64 ms chunks), which is when it starts the final decode.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import numpy as np
 from wyoming_wis.asr import AsrSession
 from wyoming_wis.audio import WHISPER_RATE
 
-BATCH_SECONDS = 0.1
+BATCH_SECONDS = 0.06
 
 
 class Listener:

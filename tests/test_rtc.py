@@ -25,7 +25,7 @@ from helpers import CORPUS, ROOT, Server, assert_clean_log, normalise, start_ser
 from rtc_client import Client, PlayedTrack, speech
 
 from rtc import ice
-from wyoming_wis.config import PortRange
+from wyoming_wis.config import PortRange, Settings
 
 MAX_SESSIONS = 3
 IDLE_TIMEOUT = 4.0
@@ -317,6 +317,41 @@ async def test_a_client_that_vanishes_is_dropped_after_the_idle_timeout(rtc_serv
     took = await wait_sessions(rtc_server, 0, IDLE_TIMEOUT + 10)
     assert took >= IDLE_TIMEOUT - 1.5, took  # not dropped before the timeout: it was alive until killed
     assert "nothing heard for" in rtc_server.log
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        ([], ("10000-10049", None, None, 16, 300.0)),
+        (["--rtc-ports", "any", "--rtc-stun", "stun:s.example:3478"], ("any", "stun:s.example:3478", None, 16, 300)),
+        (
+            ["--rtc-ports", "20000-20000", "--rtc-turn", "turn:t.example?transport=tcp", "--rtc-turn-user", "u"]
+            + ["--rtc-turn-password", "p", "--rtc-max-sessions", "2", "--rtc-idle-timeout", "30"],
+            ("20000-20000", None, "turn:t.example?transport=tcp", 2, 30.0),
+        ),
+    ],
+)
+def test_rtc_settings(argv: list[str], expected: tuple) -> None:
+    settings = Settings.from_args(argv, environ={})
+    got = (str(settings.rtc_ports), settings.rtc_stun, settings.rtc_turn, settings.rtc_max_sessions)
+    assert got + (settings.rtc_idle_timeout,) == expected
+    servers = ice.configuration(settings).iceServers
+    assert [server.urls for server in servers] == [url for url in expected[1:3] if url]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--rtc-ports", "10049-10000"], "is empty"),
+        (["--rtc-ports", "10000-70000"], "expected LOW-HIGH"),
+        (["--rtc-stun", "stun.example:3478"], "expected stun:HOST[:PORT]"),
+        (["--rtc-turn", "turn:t.example"], "--rtc-turn needs --rtc-turn-user and --rtc-turn-password"),
+    ],
+)
+def test_bad_rtc_settings_are_refused(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        Settings.from_args(argv, environ={})
+    assert message in capsys.readouterr().err
 
 
 def test_port_range_binding_gives_up_cleanly() -> None:
