@@ -237,6 +237,7 @@ class Peer:
             if self._same_decoding(again, session):
                 return await session.finish()
             _LOGGER.debug("WebRTC connection %d: decoding again with stop's parameters", self.id)
+            session.close()  # its decodes ahead are of no use now
             utterance.model = again.engine.name
             again.feed_samples(session.audio())
             return await again.finish()

@@ -375,3 +375,18 @@ def test_port_range_binding_gives_up_cleanly() -> None:
         assert not low <= outside.get_extra_info("sockname")[1] <= high
 
     asyncio.run(scenario())
+
+
+async def test_stopping_the_server_closes_open_connections(rtc_server: Server) -> None:
+    """Last in this module: SIGTERM with a browser connected mid-utterance; the server ends cleanly and soon."""
+    client = Client(url(rtc_server))
+    await client.connect()
+    client.send("start")
+    client.track.play(speech(str(SECOND)))
+    await client.track.played()
+    started = time.monotonic()
+    code = await asyncio.to_thread(rtc_server.stop)
+    await client.close()
+    assert code == 0 and time.monotonic() - started < 10, rtc_server.log
+    assert "closed: the server is stopping" in rtc_server.log
+    assert_clean_log(rtc_server.log)
