@@ -178,7 +178,9 @@ async def test_parameters_at_stop_as_willow_clients_send_them(rtc_server: Server
     client = Client(url(rtc_server))
     await client.connect()
     try:
-        wis = await client.utterance(speech(str(SECOND)), stop={"model": "large", "beam_size": 5})
+        wis = await client.utterance(
+            speech(str(SECOND)), stop={"model": "large", "beam_size": 5, "detect_language": False}
+        )
         other = await client.utterance(speech(str(SECOND)), start={"partials": False}, stop={"model": "tiny.en"})
     finally:
         await client.close()
