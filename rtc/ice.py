@@ -61,10 +61,12 @@ def install(loop: asyncio.AbstractEventLoop) -> None:
         return
     original = loop.create_datagram_endpoint
 
-    async def create_datagram_endpoint(protocol_factory: Any, local_addr: Any = None, **kwargs: Any) -> Any:
+    async def create_datagram_endpoint(protocol_factory: Any, *args: Any, **kwargs: Any) -> Any:
         ports = _PORTS.get()
-        if ports is None or ports.unrestricted or kwargs or local_addr is None or local_addr[1] != 0:
-            return await original(protocol_factory, local_addr=local_addr, **kwargs)
+        local_addr = kwargs.get("local_addr")
+        aioice_any_port = not args and set(kwargs) == {"local_addr"} and local_addr is not None and local_addr[1] == 0
+        if ports is None or ports.unrestricted or not aioice_any_port:
+            return await original(protocol_factory, *args, **kwargs)  # anything but aioice's "any port" request
         return await _bind_in_range(original, protocol_factory, local_addr[0], ports)
 
     loop.create_datagram_endpoint = create_datagram_endpoint  # type: ignore[method-assign]
