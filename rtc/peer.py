@@ -18,9 +18,10 @@ it then sends an RTCP BYE, on which aiortc would end the track for good. This
 server ignores BYE on its receivers, as WIS did, so the track lives on and
 audio flows again when the browser re-attaches one. A connection ends when
 its state becomes failed or closed (aioice's consent checks fail a vanished
-peer in about 30 s), when no packet at all has come from the peer for
-`--rtc-idle-timeout` seconds (an idle page's RTCP and SCTP heartbeats count), or
-when the server stops; everything it holds is freed then.
+peer in about 30 s), when no RTP, RTCP or data-channel packet has come from
+the peer for `--rtc-idle-timeout` seconds (an open data channel's heartbeats
+count; this also ends a connection that never got going), or when the server
+stops; everything it holds is freed then.
 """
 
 from __future__ import annotations
@@ -271,7 +272,7 @@ class Peer:
     # -- upkeep ---------------------------------------------------------------------
 
     async def _watch(self) -> None:
-        """Close the connection once nothing at all has come from the peer for the idle timeout."""
+        """Close the connection once no packet has come from the peer for the idle timeout."""
         timeout = self._limits.idle_timeout
         while True:
             await asyncio.sleep(min(timeout / 4, 10.0))

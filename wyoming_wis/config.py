@@ -443,8 +443,8 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "--rtc-idle-timeout",
-        "Close a browser WebRTC connection after this many seconds without any packet from it "
-        "(an idle page still sends a few; a vanished one sends none).",
+        "Close a browser WebRTC connection after this many seconds without an RTP, RTCP or data channel packet "
+        "from it (an idle page's data channel still sends heartbeats; a vanished one sends nothing).",
         default=300.0,
         type=_positive_float,
         metavar="SECONDS",
