@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from aiohttp import web
 
+import rtc
 from wyoming_wis.config import Settings
 from wyoming_wis.core import Core
 
@@ -39,6 +40,7 @@ def make_app(settings: Settings, core: Core | None = None) -> web.Application:
     app.add_routes(willow.routes)
     app.add_routes(docs.routes)
     app.add_routes(pages.routes)
+    rtc.setup(app, settings)  # browsers: POST /api/rtc/asr, then WebRTC
     cors.setup(app, settings.cors_origin)  # before authentication: a browser's preflight carries no key
     security.setup(app, settings)
     app.on_cleanup.append(_stop_threads)

@@ -283,6 +283,12 @@ SCHEMAS: dict[str, Any] = {
             "total_time": {"type": "number", "description": "ms, with stats=true"},
         },
     },
+    "SessionDescription": {
+        "type": "object",
+        "required": ["sdp", "type"],
+        "description": "A WebRTC session description, as RTCPeerConnection.localDescription gives it",
+        "properties": {"sdp": STRING, "type": {"type": "string", "enum": ["offer", "answer"]}},
+    },
 }
 
 _TRANSCRIPT_RESPONSES: dict[str, Any] = {
@@ -460,6 +466,28 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
         "tags": ["Willow"],
         "summary": "Whether a recording is saved",
         "responses": {"200": {"description": "A recording is saved"}, "404": {"description": "None yet"}},
+    },
+    ("post", "/api/rtc/asr"): {
+        "tags": ["WebRTC"],
+        "summary": "Connect a browser over WebRTC: transcripts of its microphone on a data channel",
+        "description": "The browser's offer (an Opus audio track and a data channel, every ICE candidate "
+        "gathered) in, the answer out. On the data channel, JSON {type, message?, obj?}: the browser sends "
+        "ping, start and stop (obj: model, language, beam_size, detect_language, partials); the server sends "
+        "pong, partial (obj.text: the stable text so far), infer (obj: text, language, audio_duration, "
+        "infer_time, model), log and error (obj.code). 429 when --rtc-max-sessions connections are open; "
+        "503 also when --rtc-ports has no free port.",
+        "parameters": [
+            _query("model", "A loaded Whisper model for this connection's utterances (default: the first)"),
+            _query("language", "Language of the speech (Whisper code); detected when absent"),
+            _query("beam_size", "Beam search width (default: --beam-size)", _WILLOW_QUERY[-1]["schema"]),
+            _query("detect_language", "Detect the language even where --language names one", BOOLEAN),
+            _query("partials", "Send partial messages while the user speaks (default true)", BOOLEAN),
+        ],
+        "requestBody": {"required": True, "content": {JSON: {"schema": _schema("SessionDescription")}}},
+        "responses": {
+            "200": _json(_schema("SessionDescription"), "The answer, with the server's candidates"),
+            **_errors(400, 404, 429, 503),
+        },
     },
     ("get", "/api/openapi.json"): {
         "tags": ["Documentation"],

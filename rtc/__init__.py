@@ -1,1 +1,32 @@
-"""WebRTC frontend (browser audio in, transcripts out): see issue 6."""
+"""WebRTC frontend: browsers send microphone audio over WebRTC and get transcripts on a data channel.
+
+`signalling` answers the browser's offer at `POST /api/rtc/asr`; `peer` is one
+connection (track, data channel, utterances, its end); `messages` the data
+channel's JSON; `track` the audio into an ASR session; `ice` the port range and
+STUN/TURN servers. It is mounted on the HTTP API's application, so the API's
+key, CORS and TLS apply to the signalling too.
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from wyoming_wis.config import Settings
+
+from . import ice, signalling
+from .peer import Limits
+
+
+def setup(app: web.Application, settings: Settings) -> None:
+    """Serve `POST /api/rtc/asr` on `app`, and close every connection when it shuts down."""
+    app[signalling.PEERS] = peers = signalling.Peers(
+        settings.rtc_max_sessions,
+        ice.configuration(settings),
+        Limits(settings.rtc_idle_timeout, settings.rtc_ports),
+    )
+    app.add_routes(signalling.routes)
+
+    async def close_all(_: web.Application) -> None:
+        await peers.close_all()
+
+    app.on_shutdown.append(close_all)

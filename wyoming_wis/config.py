@@ -108,6 +108,46 @@ def _positive_float(text: str) -> float:
     return value
 
 
+@dataclass(frozen=True)
+class PortRange:
+    """UDP ports WebRTC may bind (`--rtc-ports LOW-HIGH`); `any` (0-0) lets the system choose."""
+
+    low: int
+    high: int
+
+    @property
+    def unrestricted(self) -> bool:
+        return self.low == 0
+
+    def __str__(self) -> str:
+        return "any" if self.unrestricted else f"{self.low}-{self.high}"
+
+
+def _port_range(text: str) -> PortRange:
+    text = text.strip().lower()
+    if text == "any":
+        return PortRange(0, 0)
+    low, dash, high = text.partition("-")
+    try:
+        ports = PortRange(_port(low), _port(high if dash else low))
+    except (ValueError, argparse.ArgumentTypeError):
+        raise argparse.ArgumentTypeError(f"expected LOW-HIGH (e.g. 10000-10049) or any, got {text!r}") from None
+    if ports.low > ports.high:
+        raise argparse.ArgumentTypeError(f"the range {text!r} is empty: LOW must not be above HIGH")
+    return ports
+
+
+def _ice_url(schemes: tuple[str, ...]) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        url = text.strip()
+        if url.partition(":")[0].lower() not in schemes or not url.partition(":")[2]:
+            raise argparse.ArgumentTypeError(f"expected {schemes[0]}:HOST[:PORT], got {text!r}")
+        return url
+
+    parse.__name__ = "URL"
+    return parse
+
+
 def _origin(text: str) -> str:
     """A browser origin as the Origin header spells it (scheme://host[:port]), or *."""
     origin = text.strip().rstrip("/")
@@ -370,6 +410,45 @@ OPTIONS: tuple[Option, ...] = (
         type=_positive_int,
         metavar="N",
     ),
+    Option(
+        "--rtc-ports",
+        "UDP ports browsers' WebRTC audio may use (ICE), LOW-HIGH, or any. A container publishes this range; "
+        "each browser connection takes one port per network address of the server.",
+        default=PortRange(10000, 10049),
+        type=_port_range,
+        metavar="LOW-HIGH",
+    ),
+    Option(
+        "--rtc-stun",
+        "STUN server for WebRTC, stun:HOST[:PORT], to learn the server's public address behind NAT. "
+        "Off by default: a server on the LAN needs none.",
+        type=_ice_url(("stun", "stuns")),
+        metavar="URL",
+    ),
+    Option(
+        "--rtc-turn",
+        "TURN server to relay WebRTC audio through when browsers cannot reach the server directly: "
+        "turn:HOST[:PORT][?transport=udp|tcp] or turns:HOST[:PORT]. Off by default.",
+        type=_ice_url(("turn", "turns")),
+        metavar="URL",
+    ),
+    Option("--rtc-turn-user", "User name for --rtc-turn.", metavar="USER"),
+    Option("--rtc-turn-password", "Password for --rtc-turn; better set in the environment.", metavar="PASSWORD"),
+    Option(
+        "--rtc-max-sessions",
+        "Most browser WebRTC connections open at once; more are refused with 429.",
+        default=16,
+        type=_positive_int,
+        metavar="N",
+    ),
+    Option(
+        "--rtc-idle-timeout",
+        "Close a browser WebRTC connection after this many seconds without an RTP, RTCP or data channel packet "
+        "from it (an idle page's data channel still sends heartbeats; a vanished one sends nothing).",
+        default=300.0,
+        type=_positive_float,
+        metavar="SECONDS",
+    ),
     Option("--debug", "Log debug messages.", switch=True, default=False),
 )
 
@@ -418,6 +497,13 @@ class Settings:
     allow_download: bool
     max_audio_seconds: float
     max_text_chars: int
+    rtc_ports: PortRange
+    rtc_stun: str | None
+    rtc_turn: str | None
+    rtc_turn_user: str | None
+    rtc_turn_password: str | None
+    rtc_max_sessions: int
+    rtc_idle_timeout: float
     debug: bool
 
     @property
@@ -452,6 +538,8 @@ class Settings:
             parser.error("--api-user and --api-password go together")
         if values["ssl_key"] and not values["ssl_cert"]:
             parser.error("--ssl-key needs --ssl-cert")
+        if values["rtc_turn"] and not (values["rtc_turn_user"] and values["rtc_turn_password"]):
+            parser.error("--rtc-turn needs --rtc-turn-user and --rtc-turn-password")
         return cls(**values)
 
 

@@ -16,9 +16,10 @@ loaded model or voice), `result` (hit, miss, bypass).
 
 Frontends use the helpers here rather than the metric objects: `Request` for
 requests and in-flight counts, `transcribed` when a transcript is ready,
-`SpeechSent` while speech goes out. Updates are a lock and an add, safe from
-any thread; what is read at scrape time (queue depth, running calls, models
-loaded) is collected then from the live schedulers and cores.
+`SpeechSent` while speech goes out, `rtc_session` as browsers connect and
+leave. Updates are a lock and an add, safe from any thread; what is read at
+scrape time (queue depth, running calls, models loaded) is collected then from
+the live schedulers and cores.
 """
 
 from __future__ import annotations
@@ -127,6 +128,11 @@ CACHE = Counter(
     registry=REGISTRY,
 )
 _CACHE_RESULTS = {result: CACHE.labels(result) for result in ("hit", "miss", "bypass")}
+RTC_SESSIONS = Gauge(
+    "wis_rtc_sessions",
+    "Browser WebRTC connections open now (each may stay open for days, mostly idle between utterances)",
+    registry=REGISTRY,
+)
 
 
 def exposition() -> bytes:
@@ -191,6 +197,14 @@ class Request:
 
     def failed(self, err: BaseException) -> None:
         self.done(status_of(err))
+
+
+def rtc_session(opened: bool) -> None:
+    """A browser's WebRTC connection opened (True) or closed (False); call each once per connection."""
+    if opened:
+        RTC_SESSIONS.inc()
+    else:
+        RTC_SESSIONS.dec()
 
 
 # -- speech to text and text to speech --------------------------------------------

@@ -1,0 +1,158 @@
+"""The data channel's messages: JSON `{type, message?, obj?}`, as Willow Inference Server's browser client speaks.
+
+Client to server: `ping`; `start` and `stop`, each with an optional `obj` of
+recognition parameters (`model`, `language`, `beam_size`, `detect_language`,
+`partials`). Server to client: `pong`, `partial` (`obj.text`: all the stable
+text so far), `infer` (`obj`: `text`, `language`, `audio_duration` and
+`infer_time` in ms, `model`), `log` (`message`) and `error` (`message`, and
+`obj.code`: a core error code or one of the codes below).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from wyoming_wis.core import MAX_BEAM_SIZE
+
+MAX_MESSAGE = 64 * 1024  # characters; a control message is a few dozen
+BAD_MESSAGE = "bad-message"
+NOT_STARTED = "not-started"
+CLIENT_TYPES = ("ping", "start", "stop")
+
+
+class BadMessage(Exception):
+    """A message this server cannot act on; the connection carries on."""
+
+    def __init__(self, message: str, code: str = BAD_MESSAGE) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+
+@dataclass(frozen=True)
+class Params:
+    """Recognition parameters; None means not given here (an earlier source, or the server's default, applies)."""
+
+    model: str | None = None
+    language: str | None = None
+    beam_size: int | None = None
+    detect_language: bool | None = None
+    partials: bool | None = None  # send `partial` messages (default true)
+
+    def over(self, base: Params) -> Params:
+        """These parameters where given, `base`'s elsewhere."""
+        given = {field.name: getattr(self, field.name) for field in fields(self)}
+        return replace(base, **{name: value for name, value in given.items() if value is not None})
+
+    @classmethod
+    def parse(cls, values: Any, where: str) -> Params:
+        """From a message's `obj` or a query string; a wrong value is a BadMessage naming it."""
+        if values is None:
+            return cls()
+        if not hasattr(values, "get"):
+            raise BadMessage(f"{where} must be an object")
+        return cls(
+            model=_text(values.get("model"), "model"),
+            language=_text(values.get("language"), "language"),
+            beam_size=_beam_size(values.get("beam_size")),
+            detect_language=_flag(values.get("detect_language"), "detect_language"),
+            partials=_flag(values.get("partials"), "partials"),
+        )
+
+
+@dataclass(frozen=True)
+class Message:
+    type: str
+    obj: Any = None
+
+
+def parse(data: str | bytes) -> Message:
+    """One client message; BadMessage if it is not JSON `{type, obj?}` of a known type."""
+    if isinstance(data, bytes):
+        raise BadMessage("Messages are JSON text, not binary")
+    if len(data) > MAX_MESSAGE:
+        raise BadMessage(f"Message of {len(data)} characters; the limit is {MAX_MESSAGE}")
+    try:
+        decoded = json.loads(data)
+    except ValueError as err:
+        raise BadMessage(f"Not JSON: {err}") from None
+    if not isinstance(decoded, dict) or not isinstance(decoded.get("type"), str):
+        raise BadMessage('A message is a JSON object with a "type"')
+    if decoded["type"] not in CLIENT_TYPES:
+        raise BadMessage(f"Unknown message type {decoded['type']!r} (known: {', '.join(CLIENT_TYPES)})")
+    return Message(decoded["type"], decoded.get("obj"))
+
+
+def pong() -> str:
+    return _dump({"type": "pong"})
+
+
+def log(message: str) -> str:
+    return _dump({"type": "log", "message": message})
+
+
+def error(message: str, code: str) -> str:
+    return _dump({"type": "error", "message": message, "obj": {"code": code}})
+
+
+def partial(text: str, language: str | None) -> str:
+    obj: dict[str, Any] = {"text": text}
+    if language:
+        obj["language"] = language
+    return _dump({"type": "partial", "obj": obj})
+
+
+def infer(text: str, language: str | None, audio_seconds: float, infer_seconds: float, model: str) -> str:
+    return _dump(
+        {
+            "type": "infer",
+            "obj": {
+                "text": text,
+                "language": language or "",
+                "audio_duration": round(audio_seconds * 1000, 1),
+                "infer_time": round(infer_seconds * 1000, 1),
+                "model": model,
+            },
+        }
+    )
+
+
+def _dump(message: dict[str, Any]) -> str:
+    return json.dumps(message, ensure_ascii=False, separators=(",", ":"))
+
+
+def _text(value: Any, name: str) -> str | None:
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise BadMessage(f"{name} must be a string; got {value!r}")
+    return value
+
+
+def _beam_size(value: Any) -> int | None:
+    if value is None or value == "":
+        return None
+    number = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, str) and value.strip().isdigit():
+        number = int(value)
+    if number is None or not 1 <= number <= MAX_BEAM_SIZE:
+        raise BadMessage(f"beam_size must be a whole number from 1 to {MAX_BEAM_SIZE}; got {value!r}")
+    return number
+
+
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+
+
+def _flag(value: Any, name: str) -> bool | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in _TRUE + _FALSE:
+        return value.strip().lower() in _TRUE
+    raise BadMessage(f"{name} must be true or false; got {value!r}")

@@ -1,0 +1,373 @@
+"""One browser connection: its RTCPeerConnection, the audio track it sends, the data channel, and its end.
+
+An utterance runs from `start` to `stop`: audio from the track goes into a
+new ASR session meanwhile (between utterances it is read and dropped), the
+stable text so far goes out as `partial` messages, and `stop` is answered with
+`infer`. Recognition parameters come from the signalling query string, then
+`start`'s obj, then `stop`'s obj, each over the one before. Willow Inference
+Server's client sends them only at `stop`; since the session was made at
+`start`, parameters at `stop` that decode differently (another model,
+language, beam size or detection) re-decode the utterance's audio with them,
+costing a full decode at the end. A model named at `stop` that is not loaded
+only gets a `log` line and the running model answers: WIS's client always
+names `large` there. At `start` (or in the query) an unknown model or language
+is an `error`, and no utterance starts.
+
+Between utterances the browser may detach its track (`replaceTrack(null)`);
+it then sends an RTCP BYE, on which aiortc would end the track for good. This
+server ignores BYE on its receivers, as WIS did, so the track lives on and
+audio flows again when the browser re-attaches one. A connection ends when
+its state becomes failed or closed (aioice's consent checks fail a vanished
+peer in about 30 s), when no RTP, RTCP or data-channel packet has come from
+the peer for `--rtc-idle-timeout` seconds (an open data channel's heartbeats
+count; this also ends a connection that never got going), or when the server
+stops; everything it holds is freed then.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import itertools
+import logging
+import time
+from collections.abc import Callable, Coroutine
+from concurrent.futures import Executor
+from typing import Any
+
+from aiortc import MediaStreamTrack, RTCDataChannel, RTCPeerConnection, RTCSessionDescription
+from aiortc.exceptions import InvalidStateError
+from aiortc.mediastreams import MediaStreamError
+from aiortc.rtcrtpreceiver import RTCRtpReceiver
+from aiortc.rtp import RtcpByePacket
+
+from wyoming_wis import metrics
+from wyoming_wis.asr import AsrSession
+from wyoming_wis.asr.engine import Transcript
+from wyoming_wis.config import PortRange
+from wyoming_wis.core import Core
+from wyoming_wis.errors import WisError
+
+from . import ice, messages
+from .messages import NOT_STARTED, BadMessage, Params
+from .track import Listener
+
+_LOGGER = logging.getLogger(__name__)
+_IDS = itertools.count(1)
+CLOSING_STATES = ("failed", "closed")
+
+
+class BadOffer(Exception):
+    """An offer this server cannot answer (no audio, no data channel)."""
+
+
+@dataclasses.dataclass
+class Limits:
+    """What every connection of the server is held to."""
+
+    idle_timeout: float
+    ports: PortRange
+
+
+class Peer:
+    """A browser's connection; `answer` its offer, and it runs until the peer goes or `close` is called."""
+
+    def __init__(
+        self,
+        core: Core,
+        pc: RTCPeerConnection,
+        defaults: Params,
+        limits: Limits,
+        executor: Executor | None,
+        on_closed: Callable[[Peer], None],
+    ) -> None:
+        self.id = next(_IDS)
+        self.pc = pc
+        self.closed = False
+        self._core = core
+        self._defaults = defaults
+        self._limits = limits
+        self._executor = executor
+        self._on_closed = on_closed
+        self._utterance: _Utterance | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._reading = False
+        self._heard = time.monotonic()  # when the last packet or message came
+        self._packets = 0
+        pc.on("datachannel", self._on_datachannel)
+        pc.on("track", self._on_track)
+        pc.on("connectionstatechange", self._on_state)
+        metrics.rtc_session(opened=True)
+        self._spawn(self._watch())
+
+    async def answer(self, offer: RTCSessionDescription) -> RTCSessionDescription:
+        """The answer to the browser's offer, with candidates in `--rtc-ports`.
+
+        Raises BadOffer, ValueError (or aiortc's errors) for an offer that cannot be answered,
+        and ice.PortsExhausted when the port range is full.
+        """
+        await self.pc.setRemoteDescription(offer)
+        audio = [t for t in self.pc.getTransceivers() if t.kind == "audio" and t.receiver.track is not None]
+        if not audio:
+            raise BadOffer("The offer has no audio track: add the microphone's track before making the offer")
+        if self.pc.sctp is None:
+            raise BadOffer('The offer has no data channel: create one (e.g. "chat") before making the offer')
+        for transceiver in self.pc.getTransceivers():
+            if transceiver is not audio[0]:
+                transceiver.direction = "inactive"  # one microphone is listened to; nothing else may pile up
+        _survive_bye(audio[0].receiver)
+        answer = await self.pc.createAnswer()
+        with ice.bound_to(self._limits.ports):
+            await self.pc.setLocalDescription(answer)
+        ice.check_candidates(self.pc.localDescription.sdp, self._limits.ports)
+        _LOGGER.info("WebRTC connection %d: answered", self.id)
+        return self.pc.localDescription
+
+    async def close(self, reason: str) -> None:
+        """End the connection and free everything it holds; later calls do nothing."""
+        if self.closed:
+            return
+        self.closed = True
+        _LOGGER.info("WebRTC connection %d closed: %s", self.id, reason)
+        if self._utterance is not None:
+            self._utterance.cancel()
+            self._utterance = None
+        current = asyncio.current_task()
+        tasks = [task for task in self._tasks if task is not current]
+        for task in tasks:
+            task.cancel()
+        await self.pc.close()  # stops the receiver, which ends the track and so the reader
+        await asyncio.gather(*tasks, return_exceptions=True)
+        metrics.rtc_session(opened=False)
+        self._on_closed(self)
+
+    # -- events ---------------------------------------------------------------------
+
+    def _on_state(self) -> None:
+        state = self.pc.connectionState
+        _LOGGER.debug("WebRTC connection %d: %s", self.id, state)
+        if state in CLOSING_STATES and not self.closed:
+            self._spawn(self.close(f"connection {state}"))
+
+    def _on_track(self, track: MediaStreamTrack) -> None:
+        if track.kind == "audio" and not self._reading:
+            self._reading = True
+            self._spawn(self._read(track))
+
+    def _on_datachannel(self, channel: RTCDataChannel) -> None:
+        channel.on("message", lambda data: self._on_message(channel, data))
+
+    def _on_message(self, channel: RTCDataChannel, data: str | bytes) -> None:
+        self._heard = time.monotonic()
+        try:
+            message = messages.parse(data)
+            if message.type == "ping":
+                _send(channel, messages.pong())
+            elif message.type == "start":
+                self._start(channel, Params.parse(message.obj, "start's obj"))
+            else:
+                self._stop(channel, Params.parse(message.obj, "stop's obj"))
+        except (BadMessage, WisError) as err:
+            _send(channel, messages.error(err.message, err.code))
+        except Exception:  # raised here it would reach aiortc's SCTP transport: log it, answer, carry on
+            _LOGGER.exception("WebRTC connection %d: unexpected error handling a message", self.id)
+            _send(channel, messages.error("Internal error; see the server log", "internal-error"))
+
+    # -- utterances -----------------------------------------------------------------
+
+    def _start(self, channel: RTCDataChannel, params: Params) -> None:
+        if self._utterance is not None:  # a second start begins again, as WIS's recorder did
+            self._utterance.cancel()
+            self._utterance = None
+            _send(channel, messages.log("Started again; the audio before is dropped"))
+        wanted = params.over(self._defaults)
+        utterance = _Utterance(channel, wanted)
+        session = self._core.asr_session(
+            wanted.model,
+            wanted.language,
+            on_text=utterance.heard,  # also without partials: the session decodes ahead only for a listener
+            beam_size=wanted.beam_size,
+            detect_language=bool(wanted.detect_language),
+        )
+        utterance.begin(session, Listener(session, self._executor))
+        self._utterance = utterance
+
+    def _stop(self, channel: RTCDataChannel, params: Params) -> None:
+        utterance = self._utterance
+        if utterance is None:
+            raise BadMessage("stop without start: send start first", NOT_STARTED)
+        self._utterance = None
+        stopped = time.perf_counter()
+        _send(channel, messages.log("Doing ASR..."))
+        self._spawn(self._finish(utterance, params, stopped))
+
+    async def _finish(self, utterance: _Utterance, params: Params, stopped: float) -> None:
+        try:
+            await utterance.listener.drain()
+            transcript = await self._transcribe(utterance, params)
+        except WisError as err:
+            utterance.end(err)
+            _send(utterance.channel, messages.error(err.message, err.code))
+            return
+        except BaseException:
+            utterance.cancel()
+            raise
+        took = time.perf_counter() - stopped
+        utterance.end(None)
+        metrics.transcribed("webrtc", utterance.model, transcript.duration, stopped)
+        _send(
+            utterance.channel,
+            messages.infer(transcript.text, transcript.language, transcript.duration, took, utterance.model),
+        )
+        _LOGGER.debug("WebRTC connection %d: %.1f s of audio, transcript in %.3f s", self.id, transcript.duration, took)
+
+    async def _transcribe(self, utterance: _Utterance, params: Params) -> Transcript:
+        """The final transcript: the running session's, or a decode of its audio with stop's parameters."""
+        session = utterance.session
+        final = params.over(utterance.params)
+        if final.model and final.model not in self._core.asr:
+            _send(
+                utterance.channel,
+                messages.log(f"Model {final.model!r} is not loaded; transcribing with {session.engine.name}"),
+            )
+            final = dataclasses.replace(final, model=utterance.params.model)
+        again = self._core.asr_session(
+            final.model, final.language, beam_size=final.beam_size, detect_language=bool(final.detect_language)
+        )
+        try:
+            if self._same_decoding(again, session):
+                return await session.finish()
+            _LOGGER.debug("WebRTC connection %d: decoding again with stop's parameters", self.id)
+            session.close()  # its decodes ahead are of no use now
+            utterance.model = again.engine.name
+            again.feed_samples(session.audio())
+            return await again.finish()
+        finally:
+            again.close()
+
+    def _same_decoding(self, a: AsrSession, b: AsrSession) -> bool:
+        beam = self._core.settings.beam_size
+        return a.engine is b.engine and dataclasses.replace(
+            a.options, beam_size=a.options.beam_size or beam
+        ) == dataclasses.replace(b.options, beam_size=b.options.beam_size or beam)
+
+    async def _read(self, track: MediaStreamTrack) -> None:
+        """Drain the track for the connection's life; frames go to the running utterance, if any."""
+        while True:
+            try:
+                frame = await track.recv()
+            except MediaStreamError:  # the receiver stopped: the connection is closing
+                return
+            utterance = self._utterance
+            if utterance is None or not utterance.listener.add(frame):
+                continue
+            try:
+                await utterance.listener.feed()
+            except WisError as err:  # e.g. past --max-audio-seconds: this utterance ends, the connection stays
+                if self._utterance is utterance:
+                    self._utterance = None
+                utterance.end(err)
+                _send(utterance.channel, messages.error(err.message, err.code))
+
+    # -- upkeep ---------------------------------------------------------------------
+
+    async def _watch(self) -> None:
+        """Close the connection once no packet has come from the peer for the idle timeout."""
+        timeout = self._limits.idle_timeout
+        while True:
+            await asyncio.sleep(min(timeout / 4, 10.0))
+            packets = await self._received()
+            if packets != self._packets:
+                self._packets, self._heard = packets, time.monotonic()
+            if time.monotonic() - self._heard > timeout:
+                await self.close(f"nothing heard for {timeout:g} s")
+                return
+
+    async def _received(self) -> int:
+        """Packets (RTP, RTCP, data channel and its heartbeats) received on the connection's transports."""
+        report = await self.pc.getStats()
+        return sum(getattr(stats, "packetsReceived", 0) for stats in report.values() if stats.type == "transport")
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and (err := task.exception()) is not None:
+            _LOGGER.error("WebRTC connection %d: unexpected error", self.id, exc_info=err)
+
+
+class _Utterance:
+    """From `start` to `infer`: the session, its audio, the text sent so far, and its count in the metrics."""
+
+    def __init__(self, channel: RTCDataChannel, params: Params) -> None:
+        self.channel = channel
+        self.params = params
+        self.text = ""
+        self.model = ""
+        self.session: AsrSession
+        self.listener: Listener
+        self._request: metrics.Request
+
+    def begin(self, session: AsrSession, listener: Listener) -> None:
+        self.session, self.listener, self.model = session, listener, session.engine.name
+        self._request = metrics.Request("webrtc", "utterance")
+
+    async def heard(self, piece: str) -> None:
+        """The session's next stable words: send all the text so far, while the user still speaks."""
+        self.text += piece
+        if self.listener.stopped or self.params.partials is False:
+            return  # after stop, `infer` follows with the whole text
+        try:
+            _send(self.channel, messages.partial(self.text, self.session.options.language), strict=True)
+        except InvalidStateError as err:
+            raise ConnectionError("the data channel is closed") from err
+
+    def end(self, err: WisError | None) -> None:
+        self.listener.stopped = True
+        self.session.close()
+        if err is None:
+            self._request.done()
+        else:
+            self._request.failed(err)
+
+    def cancel(self) -> None:
+        self.listener.stopped = True
+        self.session.close()
+        self._request.done("cancelled")
+
+
+def _send(channel: RTCDataChannel, text: str, strict: bool = False) -> None:
+    """Send a message; one to a channel that closed meanwhile is dropped, unless `strict`."""
+    try:
+        channel.send(text)
+    except InvalidStateError:
+        if strict:
+            raise
+        _LOGGER.debug("Data channel closed; dropped %s", text[:80])
+
+
+def _survive_bye(receiver: RTCRtpReceiver) -> None:
+    """Ignore RTCP BYE on this receiver, so a browser's replaceTrack(null) does not end the track for good.
+
+    aiortc stops the receiver's decoder on BYE, which ends the track; a browser sends BYE when
+    it detaches its track between utterances and carries on with the same transceiver when it
+    re-attaches one. Only this server's own receivers get this (an instance attribute; aiortc's
+    transport calls `receiver._handle_rtcp_packet`), nothing else in the process; the
+    connection still ends by its state, the idle timeout, or `close`.
+    """
+    handle = receiver._handle_rtcp_packet
+
+    async def handle_rtcp(packet: Any) -> None:
+        if isinstance(packet, RtcpByePacket):
+            _LOGGER.debug("RTCP BYE ignored: the browser detached its track")
+            return
+        await handle(packet)
+
+    receiver._handle_rtcp_packet = handle_rtcp  # type: ignore[method-assign]
+
+
+if not hasattr(RTCRtpReceiver, "_handle_rtcp_packet"):  # what _survive_bye relies on: fail at import, not later
+    raise ImportError("aiortc changed: RTCRtpReceiver._handle_rtcp_packet is gone; see rtc/peer.py _survive_bye")

@@ -1,0 +1,114 @@
+"""`POST /api/rtc/asr`: a browser's SDP offer in, the answer out, as Willow Inference Server's client expects.
+
+The body is `{"sdp", "type": "offer"}`, the answer `{"sdp", "type": "answer"}`
+with every candidate in it (no trickle ICE). Query parameters `model`,
+`language`, `beam_size`, `detect_language` and `partials` are the
+connection's defaults for its utterances (WIS ignored them). Errors come in
+the HTTP API's envelope: 400 for a bad body, offer or parameter, 404 for an
+unknown model, 429 with Retry-After at `--rtc-max-sessions`, 503 while the
+models load or when `--rtc-ports` has no free port.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from dataclasses import dataclass, field
+
+from aiohttp import web
+from aiortc import RTCConfiguration, RTCPeerConnection, RTCSessionDescription
+from aiortc.exceptions import InternalError, InvalidAccessError, InvalidStateError, OperationError
+
+from http_api.errors import ApiError, bad_field
+from http_api.state import CODEC_THREADS, core_of
+
+from . import ice
+from .messages import BadMessage, Params
+from .peer import BadOffer, Limits, Peer
+
+_LOGGER = logging.getLogger(__name__)
+routes = web.RouteTableDef()
+MAX_OFFER = 64 * 1024  # bytes; a browser's offer is a few KB
+_UNANSWERABLE = (ValueError, BadOffer, InvalidAccessError, InvalidStateError, OperationError, InternalError)
+
+
+@dataclass
+class Peers:
+    """The open connections, at most `limit`; what every connection shares."""
+
+    limit: int
+    configuration: RTCConfiguration
+    limits: Limits
+    open: set[Peer] = field(default_factory=set)
+
+    async def close_all(self) -> None:
+        await asyncio.gather(*(peer.close("the server is stopping") for peer in list(self.open)))
+
+
+PEERS = web.AppKey("rtc_peers", Peers)
+
+
+@routes.post("/api/rtc/asr")
+async def offer(request: web.Request) -> web.Response:
+    """Answer a browser's offer; the connection then lives on its own until the browser goes."""
+    core = core_of(request)
+    peers = request.app[PEERS]
+    defaults = _defaults(request)
+    description = await _offer(request)
+    if len(peers.open) >= peers.limit:
+        raise ApiError(
+            429,
+            f"Too many WebRTC connections: all {peers.limit} (--rtc-max-sessions) are in use; try again later",
+            None,
+            "too_many_sessions",
+        )
+    ice.install(asyncio.get_running_loop())
+    peer = Peer(
+        core,
+        RTCPeerConnection(peers.configuration),
+        defaults,
+        peers.limits,
+        request.app[CODEC_THREADS],
+        peers.open.discard,
+    )
+    peers.open.add(peer)  # before any await: the count is the cap's
+    try:
+        answer = await peer.answer(description)
+    except ice.PortsExhausted as err:
+        await peer.close("no free port")
+        raise ApiError(503, str(err), None, "no_free_port") from None
+    except _UNANSWERABLE as err:
+        await peer.close("unanswerable offer")
+        raise bad_field("sdp", f"Cannot answer this offer: {err or type(err).__name__}") from None
+    except BaseException:
+        await peer.close("signalling failed")
+        raise
+    return web.json_response({"sdp": answer.sdp, "type": answer.type})
+
+
+def _defaults(request: web.Request) -> Params:
+    """The query's parameters, checked now (an unknown model or language fails here, not at the first start)."""
+    try:
+        params = Params.parse(request.query, "the query")
+    except BadMessage as err:
+        raise ApiError(400, err.message, None, "invalid_value") from None
+    core_of(request).asr_session(
+        params.model, params.language, beam_size=params.beam_size, detect_language=bool(params.detect_language)
+    ).close()
+    return params
+
+
+async def _offer(request: web.Request) -> RTCSessionDescription:
+    body = await request.read()  # at most --max-upload-mb
+    if len(body) > MAX_OFFER:
+        raise bad_field("sdp", f"The offer is larger than {MAX_OFFER} bytes")
+    try:
+        offer = json.loads(body)
+    except ValueError:
+        raise bad_field("sdp", 'The body must be JSON: {"sdp": "...", "type": "offer"}') from None
+    if not isinstance(offer, dict) or not isinstance(offer.get("sdp"), str) or not offer["sdp"].strip():
+        raise bad_field("sdp", '"sdp" is required: the browser\'s offer (RTCPeerConnection.localDescription.sdp)')
+    if offer.get("type") != "offer":
+        raise bad_field("type", f'"type" must be "offer"; got {offer.get("type")!r}')
+    return RTCSessionDescription(sdp=offer["sdp"], type="offer")

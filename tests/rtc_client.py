@@ -1,0 +1,191 @@
+"""A browser stand-in for the WebRTC frontend: aiortc, an audio track played at real-time pace, a data channel.
+
+It connects as Willow Inference Server's browser client does (a data channel
+"chat", the microphone's track, every candidate in the offer, POST to
+/api/rtc/asr) and detaches its track between utterances as a browser's
+`replaceTrack(null)` does, RTCP BYE included. Used by tests/test_rtc.py and
+bench/rtc.py; run as a script it connects, starts an utterance and waits to be
+killed (a client that vanishes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fractions
+import json
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import av
+import httpx
+import numpy as np
+from aiortc import MediaStreamTrack, RTCConfiguration, RTCPeerConnection, RTCSessionDescription
+from aiortc.rtp import RtcpByePacket
+
+RATE = 48000
+FRAME = 960  # 20 ms, as browsers send Opus
+
+
+class PlayedTrack(MediaStreamTrack):
+    """A microphone that says what it is given (48 kHz mono int16), at the pace it was spoken, then silence."""
+
+    kind = "audio"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._queue = np.zeros(0, dtype=np.int16)
+        self._sent = 0  # samples
+        self._started: float | None = None
+        self._empty = asyncio.Event()
+        self._empty.set()
+
+    def play(self, samples: np.ndarray) -> None:
+        self._queue = np.concatenate([self._queue, samples.astype(np.int16)])
+        self._empty.clear()
+
+    async def played(self) -> None:
+        """Until everything given to `play` has been sent."""
+        await self._empty.wait()
+
+    async def recv(self) -> av.AudioFrame:
+        if self._started is None:
+            self._started = time.monotonic()
+        await asyncio.sleep(max(0.0, self._started + self._sent / RATE - time.monotonic()))
+        chunk = np.zeros(FRAME, dtype=np.int16)
+        taken = self._queue[:FRAME]
+        chunk[: len(taken)] = taken
+        self._queue = self._queue[FRAME:]
+        if not len(self._queue):
+            self._empty.set()
+        frame = av.AudioFrame.from_ndarray(chunk.reshape(1, -1), format="s16", layout="mono")
+        frame.sample_rate = RATE
+        frame.pts = self._sent
+        frame.time_base = fractions.Fraction(1, RATE)
+        self._sent += FRAME
+        return frame
+
+
+@dataclass
+class Heard:
+    """What came back for one utterance."""
+
+    infer: dict[str, Any]  # the infer (or error) message
+    partials: list[dict[str, Any]]  # partial messages that came before stop was sent
+    messages: list[dict[str, Any]]  # everything, in order
+    stop_to_infer: float  # seconds
+
+    @property
+    def text(self) -> str:
+        return self.infer.get("obj", {}).get("text", "")
+
+
+@dataclass
+class Client:
+    """One connection to the server's /api/rtc/asr."""
+
+    url: str
+    pc: RTCPeerConnection = field(default_factory=lambda: RTCPeerConnection(RTCConfiguration(iceServers=[])))
+    track: PlayedTrack = field(default_factory=PlayedTrack)
+    answer: str = ""
+
+    def __post_init__(self) -> None:
+        self.inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self.channel = self.pc.createDataChannel("chat", ordered=True)
+        self.channel.on("message", lambda text: self.inbox.put_nowait(json.loads(text)))
+        self.sender = self.pc.addTrack(self.track)
+
+    async def offer(self) -> httpx.Response:
+        """Send the offer; the server's answer (or error), applied if it is an answer."""
+        await self.pc.setLocalDescription(await self.pc.createOffer())  # gathers every candidate
+        offer = {"sdp": self.pc.localDescription.sdp, "type": "offer"}
+        async with httpx.AsyncClient(timeout=30) as http:
+            response = await http.post(self.url, json=offer)
+        if response.status_code == 200:
+            self.answer = response.json()["sdp"]
+            await self.pc.setRemoteDescription(RTCSessionDescription(**response.json()))
+        return response
+
+    async def connect(self, timeout: float = 20) -> None:
+        response = await self.offer()
+        assert response.status_code == 200, response.text
+        opened = asyncio.Event()
+        if self.channel.readyState == "open":
+            opened.set()
+        self.channel.on("open", opened.set)
+        await asyncio.wait_for(opened.wait(), timeout)
+
+    def send(self, kind: str, obj: dict[str, Any] | None = None, raw: str | bytes | None = None) -> float:
+        """Send a message (or `raw` data); returns when (time.perf_counter())."""
+        message: dict[str, Any] = {"type": kind}
+        if obj is not None:
+            message["obj"] = obj
+        self.channel.send(raw if raw is not None else json.dumps(message))
+        return time.perf_counter()
+
+    async def receive(self, timeout: float = 60) -> dict[str, Any]:
+        return await asyncio.wait_for(self.inbox.get(), timeout)
+
+    async def until(self, *types: str, timeout: float = 60) -> list[dict[str, Any]]:
+        """Messages up to and including the first of `types`."""
+        seen = []
+        while not seen or seen[-1]["type"] not in types:
+            seen.append(await self.receive(timeout))
+        return seen
+
+    async def utterance(
+        self,
+        samples: np.ndarray,
+        trailing_silence: float = 0.7,
+        start: dict[str, Any] | None = None,
+        stop: dict[str, Any] | None = None,
+    ) -> Heard:
+        """start, the samples at real-time pace and some silence, stop; then everything up to infer or error."""
+        self.send("start", start)
+        self.track.play(np.concatenate([samples, np.zeros(int(trailing_silence * RATE), dtype=np.int16)]))
+        await self.track.played()
+        early = []
+        while not self.inbox.empty():
+            early.append(self.inbox.get_nowait())
+        stopped = self.send("stop", stop)
+        later = await self.until("infer", "error", timeout=120)
+        took = time.perf_counter() - stopped
+        partials = [message for message in early if message["type"] == "partial"]
+        return Heard(later[-1], partials, early + later, took)
+
+    async def detach(self) -> None:
+        """As a browser's replaceTrack(null): no more audio, and an RTCP BYE for the stream."""
+        self.sender.replaceTrack(None)
+        await self.sender.transport._send_rtp(bytes(RtcpByePacket(sources=[self.sender._ssrc])))
+
+    def attach(self, track: PlayedTrack) -> None:
+        self.track = track
+        self.sender.replaceTrack(track)
+
+    async def close(self) -> None:
+        await self.pc.close()
+
+
+def speech(path: str) -> np.ndarray:
+    """A recording as 48 kHz mono int16, what a browser's microphone track carries."""
+    resampler = av.AudioResampler(format="s16", layout="mono", rate=RATE)
+    pieces = []
+    with av.open(path) as container:
+        for frame in container.decode(audio=0):
+            pieces += [piece.to_ndarray()[0] for piece in resampler.resample(frame)]
+    pieces += [piece.to_ndarray()[0] for piece in resampler.resample(None)]
+    return np.concatenate(pieces)
+
+
+async def _vanish(url: str) -> None:
+    """Connect, start an utterance, say so, and stay until killed."""
+    client = Client(url)
+    await client.connect()
+    client.send("start")
+    print("connected", flush=True)
+    await asyncio.sleep(3600)
+
+
+if __name__ == "__main__":
+    asyncio.run(_vanish(sys.argv[1]))
