@@ -74,7 +74,8 @@ def test_http_parameters_naming_files_are_refused_or_ignored(server: Server) -> 
             for prefix in ("/static/", "/api/docs/"):
                 for spelling in (quote(name, safe="/"), quote(name, safe="")):
                     answer = http.get(prefix + spelling)
-                    assert answer.status_code in (400, 404), (prefix + spelling, answer.status_code)
+                    if answer.request.url.raw_path.startswith(prefix.encode()):  # not normalised away by httpx
+                        assert answer.status_code in (400, 404), (prefix + spelling, answer.status_code)
                     assert b"root:" not in answer.content
 
 
@@ -84,10 +85,10 @@ async def test_wyoming_voice_and_model_names_are_never_paths(server: Server) -> 
         for name in EVIL:
             await client.write_event(Synthesize(text="Hi.", voice=SynthesizeVoice(name=name)).event())
             error = (await read_until(client, "audio-stop"))[-1]
-            assert error.type == "error" and error.data["code"] == "unknown-voice", (name, error)
+            assert error.type == "error" and error.data["code"] in ("unknown-voice", "bad-request"), (name, error)
             await client.write_event(Transcribe(name=name).event())
             error = (await read_until(client, "transcript"))[-1]
-            assert error.type == "error" and error.data["code"] == "unknown-model", (name, error)
+            assert error.type == "error" and error.data["code"] in ("unknown-model", "bad-request"), (name, error)
 
 
 def other_addresses() -> list[str]:
