@@ -11,6 +11,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 import rtc
 from wyoming_wis.config import Settings
@@ -56,8 +57,26 @@ def loaded(app: web.Application, core: Core) -> None:
     app[LOADED].core = core
 
 
+class _ClientFaults(logging.Filter):
+    """aiohttp logs each malformed HTTP request (a NUL in a header, a broken request line: the client's fault,
+    answered 400) as an ERROR with a traceback. Any client could fill the log that way: those go to DEBUG."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        err = record.exc_info[1] if record.exc_info else None
+        if not (isinstance(err, HttpProcessingError) and 400 <= (err.code or 0) < 500):
+            return True
+        record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        record.msg, record.args = "%s (%s)", (record.getMessage(), str(err).replace("\n", " "))
+        record.exc_info = record.exc_text = None
+        return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+
+
+_CLIENT_FAULTS = _ClientFaults()
+
+
 async def start(app: web.Application, host: str, port: int) -> web.AppRunner:
     """Serve `app` until the returned runner is cleaned up."""
+    logging.getLogger("aiohttp.server").addFilter(_CLIENT_FAULTS)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     tls = app.get(security.SSL_CONTEXT)

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import base64
+import hmac
+import os
+import re
 import ssl
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,9 +18,12 @@ import openai
 import pytest
 import trustme
 from helpers import CORPUS, Server, assert_clean_log, load_audio, start_server, wer
+from multidict import CIMultiDict, CIMultiDictProxy
 from test_http_willow import DEVICE, esp32_post
 
+from http_api import make_app, openapi, security
 from http_api.security import server_ssl
+from wyoming_wis.config import Settings
 from wyoming_wis.errors import StartupError
 
 KEY = "sk-test-3f9a1c77e2"
@@ -26,10 +34,16 @@ SPOKEN_TEXT = (CORPUS / "LJ001-0004.txt").read_text().strip()
 
 
 @pytest.fixture(scope="module")
-def secured(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+def spool(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The secured server's TMPDIR: where aiohttp spools uploaded files."""
+    return tmp_path_factory.mktemp("spool")
+
+
+@pytest.fixture(scope="module")
+def secured(data_dir: Path, spool: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """Key and Basic credentials from the environment (not on the command line), one allowed web origin."""
     args = ["--data-dir", str(data_dir), "--asr-model", "tiny.en", "--cors-origin", ALLOWED]
-    env = {"WIS_API_KEY": KEY, "WIS_API_USER": USER, "WIS_API_PASSWORD": PASSWORD}
+    env = {"WIS_API_KEY": KEY, "WIS_API_USER": USER, "WIS_API_PASSWORD": PASSWORD, "TMPDIR": str(spool)}
     running = start_server(args, tmp_path_factory.mktemp("secured"), env=env)
     yield running
     assert running.stop() == 0, running.log
@@ -110,6 +124,94 @@ def test_health_and_the_docs_stay_open(secured: Server) -> None:
     assert spec["paths"]["/health"]["get"]["security"] == []
     assert "401" in spec["paths"]["/v1/audio/speech"]["post"]["responses"]
     assert "security" not in spec["paths"]["/v1/audio/speech"]["post"]
+
+
+OPEN = {"/health", "/api/docs", "/api/docs/{asset}", "/api/openapi.json", "/", "/rtc", "/static/{asset}"}
+
+
+def test_every_registered_route_but_the_open_ones_needs_credentials(secured: Server) -> None:
+    """Taken from the router, so a new route cannot slip by; the open ones are the documented few."""
+    assert OPEN == security.OPEN_RESOURCES
+    routes = openapi.registered(make_app(Settings.from_args(["--cors-origin", ALLOWED], environ={})))
+    assert len(routes) > 20
+    with httpx.Client(base_url=secured.http_url, timeout=30) as http:
+        for method, path in sorted(routes):
+            url = re.sub(r"\{[^}]+\}", "x", path)
+            response = http.request(method.upper(), url)
+            if path in OPEN:
+                assert response.status_code != 401, (method, path)
+            else:
+                assert response.status_code == 401, (method, path, response.status_code)
+                assert challenges(response) == ["Bearer", "Basic"], (method, path)
+
+
+def test_secrets_are_compared_in_constant_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every comparison with the key, user or password goes through hmac.compare_digest (timing is too noisy
+    to measure in CI)."""
+    compared: list[tuple[bytes, bytes]] = []
+    compare = hmac.compare_digest
+
+    def spy(given: bytes, expected: bytes) -> bool:
+        compared.append((given, expected))
+        return compare(given, expected)
+
+    monkeypatch.setattr(security.hmac, "compare_digest", spy)
+    creds = security.Credentials(KEY, USER, PASSWORD)
+    assert creds.accepts(CIMultiDictProxy(CIMultiDict({"X-API-Key": KEY})))
+    assert not creds.accepts(CIMultiDictProxy(CIMultiDict({"Authorization": "Bearer nope"})))
+    basic = "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
+    assert creds.accepts(CIMultiDictProxy(CIMultiDict({"Authorization": basic})))
+    assert {expected for _, expected in compared} == {KEY.encode(), USER.encode(), PASSWORD.encode()}
+
+
+def spooled(server: Server, spool: Path) -> list[str]:
+    """Files in the server's TMPDIR, and files it holds open there (deleted or not)."""
+    held = []
+    for fd in Path(f"/proc/{server.process.pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith(str(spool)):
+            held.append(target)
+    return [str(path) for path in spool.rglob("*")] + held
+
+
+async def test_uploads_leave_nothing_in_the_temp_dir(secured: Server, spool: Path) -> None:
+    """Whole, broken and abandoned uploads: afterwards the TMPDIR is empty and no file there is held open."""
+    already = set(spooled(secured, spool))  # what the libraries keep there from startup
+    key = {"X-API-Key": KEY}
+    wav = (CORPUS / "LJ001-0004.flac").read_bytes()
+    async with httpx.AsyncClient(base_url=secured.http_url, headers=key, timeout=120) as http:
+        ok = await http.post("/v1/audio/transcriptions", files={"file": ("a.flac", wav)}, data={"model": "whisper-1"})
+        assert ok.status_code == 200, ok.text
+        bad = await http.post("/api/asr", files={"audio_file": ("a.wav", b"RIFF not audio" * 1000)})
+        assert bad.status_code in (400, 415) and bad.json()["error"]["code"] == "bad-audio", bad.text
+        clone = await http.post("/api/tts", params={"speaker": "../x"}, files={"audio_file": ("a.flac", wav)})
+        assert clone.status_code == 400, clone.text
+    # An upload abandoned half-way: the client says 1 MB and leaves after 100 kB.
+    boundary = "fuzzboundary"
+    head = (
+        f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="a.wav"\r\n'
+        "Content-Type: audio/wav\r\n\r\n"
+    ).encode()
+    reader, writer = await asyncio.open_connection(secured.host, secured.http_port)
+    writer.write(
+        (
+            f"POST /v1/audio/transcriptions HTTP/1.1\r\nHost: x\r\nX-API-Key: {KEY}\r\n"
+            f"Content-Type: multipart/form-data; boundary={boundary}\r\nContent-Length: 1000000\r\n\r\n"
+        ).encode()
+        + head
+        + bytes(100_000)
+    )
+    await writer.drain()
+    await asyncio.sleep(0.5)
+    writer.close()
+    for _ in range(50):  # the server notices the close
+        if not set(spooled(secured, spool)) - already:
+            break
+        await asyncio.sleep(0.1)
+    assert not set(spooled(secured, spool)) - already
 
 
 # -- Basic auth, as a Willow device sends it ---------------------------------------------

@@ -30,7 +30,7 @@ async def read_event(reader: asyncio.StreamReader) -> Event | None:
         return None
     try:
         header = json.loads(line)
-    except ValueError as err:
+    except (ValueError, RecursionError) as err:  # RecursionError: nested too deep
         raise BadRequest(f"Malformed event: header is not JSON ({err})") from err
     if not isinstance(header, dict) or not isinstance(header.get("type"), str):
         raise BadRequest("Malformed event: header must be a JSON object with a string 'type'")
@@ -48,7 +48,7 @@ async def read_event(reader: asyncio.StreamReader) -> Event | None:
         payload = await reader.readexactly(payload_length) if payload_length else None
     except asyncio.IncompleteReadError:
         return None  # the client closed the connection mid-event
-    except ValueError as err:
+    except (ValueError, RecursionError) as err:
         raise BadRequest(f"Malformed event: additional data is not JSON ({err})") from err
     return Event(type=header["type"], data=data, payload=payload)
 
