@@ -61,6 +61,12 @@ class Busy(WisError):
     code = "busy"
 
 
+class Timeout(WisError):
+    """The client went quiet: mid-event, mid-request body, or for too long on an idle connection."""
+
+    code = "timeout"
+
+
 class StartupError(WisError):
     """The server cannot start as configured; the message says why."""
 

@@ -28,10 +28,10 @@ from .. import metrics
 from ..asr import AsrSession
 from ..audio import AudioFormat, chunks
 from ..core import Core
-from ..errors import BadRequest, UnknownProgram, WisError
+from ..errors import BadRequest, Timeout, UnknownProgram, WisError
 from ..tts import SpeechStream
 from .info import PROGRAM_NAME, build_info
-from .reader import read_event
+from .reader import EventLimits, Idle, read_event
 
 _LOGGER = logging.getLogger(__name__)
 SAMPLES_PER_CHUNK = 1024  # audio-chunk size we send, as wyoming-piper does
@@ -56,11 +56,19 @@ class WyomingHandler(AsyncEventHandler):
         self._requests: dict[str, metrics.Request] = {}
 
     async def run(self) -> None:
+        settings = self.core.settings
+        limits = EventLimits(settings.max_event_data_bytes, settings.max_event_payload_bytes, settings.event_timeout)
         try:
             while True:
                 try:
-                    event = await read_event(self.reader)
-                except BadRequest as err:
+                    event = await read_event(self.reader, limits, settings.idle_timeout)
+                except Idle:
+                    if self._speaking is not None and not self._speaking.done():
+                        continue  # streamed speech is still being sent: the client is waiting, not idle
+                    _LOGGER.debug("Closing a connection idle for %s s", settings.idle_timeout)
+                    await self._send_error(Timeout(f"Idle for {settings.idle_timeout:g} s (--idle-timeout)"))
+                    break
+                except (BadRequest, Timeout) as err:
                     await self._send_error(err)
                     break
                 if event is None or not await self.handle_event(event):
