@@ -419,8 +419,9 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "--idle-timeout",
-        "Close a Wyoming connection that sends nothing for this many seconds while no answer is being made for it "
-        "(Home Assistant opens one connection per request and closes it, so it is never cut).",
+        "Close a Wyoming connection that sends nothing for this many seconds while the server waits for its next "
+        "event (time spent answering a transcription or synthesis does not count). Home Assistant opens a "
+        "connection per request and closes it once answered, so it is never cut.",
         default=300.0,
         type=_positive_float,
         metavar="SECONDS",

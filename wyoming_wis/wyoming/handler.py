@@ -35,6 +35,7 @@ from .reader import EventLimits, Idle, read_event
 
 _LOGGER = logging.getLogger(__name__)
 SAMPLES_PER_CHUNK = 1024  # audio-chunk size we send, as wyoming-piper does
+LAST_ERROR_SECONDS = 5.0  # to send the error before closing a connection
 
 
 class WyomingHandler(AsyncEventHandler):
@@ -62,14 +63,12 @@ class WyomingHandler(AsyncEventHandler):
             while True:
                 try:
                     event = await read_event(self.reader, limits, settings.idle_timeout)
-                except Idle:
-                    if self._speaking is not None and not self._speaking.done():
-                        continue  # streamed speech is still being sent: the client is waiting, not idle
+                except Idle:  # counted while waiting for the next event, not while one is answered
                     _LOGGER.debug("Closing a connection idle for %s s", settings.idle_timeout)
-                    await self._send_error(Timeout(f"Idle for {settings.idle_timeout:g} s (--idle-timeout)"))
+                    await self._send_last_error(Timeout(f"Idle for {settings.idle_timeout:g} s (--idle-timeout)"))
                     break
                 except (BadRequest, Timeout) as err:
-                    await self._send_error(err)
+                    await self._send_last_error(err)
                     break
                 if event is None or not await self.handle_event(event):
                     break
@@ -317,6 +316,14 @@ class WyomingHandler(AsyncEventHandler):
                 started = False
         if not cycle_per_sentence:
             await self.write_event(AudioStop().event())
+
+    async def _send_last_error(self, err: WisError) -> None:
+        """The error that ends the connection, if the client takes it soon: one that reads nothing cannot hold us."""
+        try:
+            async with asyncio.timeout(LAST_ERROR_SECONDS):
+                await self._send_error(err)
+        except TimeoutError:
+            pass
 
     async def _send_error(self, err: WisError) -> None:
         _LOGGER.debug("Sending error %s: %s", err.code, err.message)

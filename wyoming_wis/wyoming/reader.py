@@ -36,7 +36,7 @@ async def read_event(
 ) -> Event | None:
     """The next event, or None when the client has gone.
 
-    Raises `Idle` when no event starts within `idle_seconds` (nothing is consumed, so reading may go on), and
+    Raises `Idle` when no event starts within `idle_seconds`, and
     `Timeout` when one starts but is not whole within `limits.seconds`: a half-sent event must not hold a
     connection open.
     """
