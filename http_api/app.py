@@ -32,6 +32,7 @@ from .errors import openai_errors
 from .state import CODEC_THREADS, LOADED, Loaded
 
 _LOGGER = logging.getLogger(__name__)
+SHUTDOWN_SECONDS = 10.0
 
 
 def make_app(settings: Settings, core: Core | None = None) -> web.Application:
@@ -70,7 +71,8 @@ def loaded(app: web.Application, core: Core) -> None:
 
 async def start(app: web.Application, host: str, port: int) -> web.AppRunner:
     """Serve `app` until the returned runner is cleaned up."""
-    runner = web.AppRunner(app, access_log=None, **limits.server_options(app))
+    # On SIGTERM, requests in progress (a speech stream) get SHUTDOWN_SECONDS to finish.
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=SHUTDOWN_SECONDS, **limits.server_options(app))
     await runner.setup()
     tls = app.get(security.SSL_CONTEXT)
     await web.TCPSite(runner, host, port, ssl_context=tls).start()

@@ -28,7 +28,7 @@ from .. import metrics
 from ..asr import AsrSession
 from ..audio import AudioFormat, chunks
 from ..core import Core
-from ..errors import BadRequest, Timeout, UnknownProgram, WisError
+from ..errors import BadRequest, ShuttingDown, Timeout, UnknownProgram, WisError
 from ..tts import SpeechStream
 from .info import PROGRAM_NAME, build_info
 from .reader import EventLimits, Idle, read_event
@@ -55,6 +55,18 @@ class WyomingHandler(AsyncEventHandler):
         self._speaking: asyncio.Task[None] | None = None
         # Open requests by kind (see _KINDS), for metrics: in progress until answered.
         self._requests: dict[str, metrics.Request] = {}
+        self._answering = False  # inside handle_event
+        self._stopping = False  # the server shuts down: close once the event being answered is answered
+
+    async def stop(self) -> None:
+        """The server shuts down: an event being answered is answered first; a request still open gets an error."""
+        self._stopping = True
+        if self._answering:
+            return  # run() closes the connection after this event
+        if self._session is not None or self._in_stream:
+            await self._send_last_error(ShuttingDown("The server is shutting down; try again shortly"))
+        self.writer.close()
+        self.reader.feed_eof()
 
     async def run(self) -> None:
         settings = self.core.settings
@@ -70,7 +82,15 @@ class WyomingHandler(AsyncEventHandler):
                 except (BadRequest, Timeout) as err:
                     await self._send_last_error(err)
                     break
-                if event is None or not await self.handle_event(event):
+                if event is None or self._stopping:
+                    break
+                self._answering = True
+                try:
+                    if not await self.handle_event(event):
+                        break
+                finally:
+                    self._answering = False
+                if self._stopping:
                     break
         except ConnectionError:
             pass  # the client went away while we wrote to it

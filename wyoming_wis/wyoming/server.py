@@ -1,10 +1,11 @@
-"""Wyoming listeners with two limits the `wyoming` library's servers lack.
+"""Wyoming listeners with two limits the `wyoming` library's servers lack, and a graceful stop.
 
 The header line's length is the stream reader's `limit`, which its servers leave at
 asyncio's 64 KiB; and they accept any number of connections. These pass
 `--max-event-line-bytes` to the reader, and answer a connection past
 `--max-connections` with an `error` event (code `busy`) and close it, so a flood of
-idle sockets cannot use up the server.
+idle sockets cannot use up the server. On SIGTERM an event being answered (a
+transcript, a synthesis) is still answered, within SHUTDOWN_SECONDS.
 """
 
 from __future__ import annotations
@@ -16,13 +17,14 @@ from urllib.parse import urlparse
 
 from wyoming.error import Error
 from wyoming.event import async_write_event
-from wyoming.server import AsyncServer, AsyncTcpServer, AsyncUnixServer, HandlerFactory
+from wyoming.server import AsyncEventHandler, AsyncServer, AsyncTcpServer, AsyncUnixServer, HandlerFactory
 
 from ..config import Settings
 from ..errors import Busy
 
 _LOGGER = logging.getLogger(__name__)
 REFUSAL_SECONDS = 5.0  # at most this long to tell a refused client why
+SHUTDOWN_SECONDS = 10.0  # for requests in progress to be answered when the server stops
 
 
 class _Limits:
@@ -30,7 +32,7 @@ class _Limits:
 
     line_bytes: int
     max_connections: int
-    _handlers: dict
+    _handlers: dict[asyncio.Task[None], AsyncEventHandler]
 
     async def _handler_callback(
         self, handler_factory: HandlerFactory, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
@@ -46,6 +48,19 @@ class _Limits:
             writer.close()
             return
         await super()._handler_callback(handler_factory, reader, writer)  # type: ignore[misc]
+
+    async def stop(self) -> None:
+        """Take no new connections; let events being answered finish for up to SHUTDOWN_SECONDS, then cancel."""
+        server: asyncio.AbstractServer | None = self._server  # type: ignore[attr-defined]
+        if server is not None:
+            server.close()
+        await asyncio.gather(*(handler.stop() for handler in self._handlers.values()), return_exceptions=True)
+        running = list(self._handlers)
+        if running:
+            _, late = await asyncio.wait(running, timeout=SHUTDOWN_SECONDS)
+            for task in late:
+                task.cancel()
+            await asyncio.gather(*late, return_exceptions=True)
 
 
 class TcpServer(_Limits, AsyncTcpServer):
