@@ -85,6 +85,10 @@ class UnixServer(_Limits, AsyncUnixServer):
         self._server = await asyncio.start_unix_server(callback, path=self.socket_path, limit=self.line_bytes)
         await self._server.start_serving()
 
+    async def stop(self) -> None:
+        await super().stop()
+        self.socket_path.unlink(missing_ok=True)
+
 
 def server_for(uri: str, settings: Settings) -> AsyncServer:
     """The listener for a --uri, with the configured limits (stdio:// is one trusted pipe and has none)."""
