@@ -18,15 +18,32 @@ from pathlib import Path
 
 import httpx
 import pytest
-from helpers import CORPUS, Pcm, Server, assert_clean_log, load_audio, read_until, start_server, stream, transcribe
+from helpers import (
+    CORPUS,
+    Pcm,
+    Server,
+    assert_clean_log,
+    free_port,
+    load_audio,
+    read_until,
+    start_server,
+    stream,
+    transcribe,
+)
 from wyoming.asr import Transcribe
 from wyoming.audio import AudioStart
+from wyoming.client import AsyncTcpClient
 from wyoming.event import Event, async_read_event, async_write_event
 from wyoming.info import Describe
 from wyoming.ping import Ping
 from wyoming.tts import Synthesize
 
+import http_api
+from wyoming_wis.config import Settings
+from wyoming_wis.core import Core
 from wyoming_wis.tts.cache import SpeechCache
+from wyoming_wis.wyoming import WyomingHandler
+from wyoming_wis.wyoming.server import TcpServer
 
 MAX_CONNECTIONS = 3
 IDLE_SECONDS = 2.0
@@ -306,6 +323,66 @@ async def test_speech_cache_where_a_folder_cannot_be_made(tmp_path: Path) -> Non
     cache = SpeechCache(tmp_path / "cache" / "speech", max_bytes=1 << 20, ttl_seconds=60)
     await cache.put("a" * 64, bytes(1000))
     assert await cache.get("a" * 64) is None
+
+
+def fail_once(monkeypatch: pytest.MonkeyPatch, owner: object, name: str) -> list[int]:
+    """Make `owner.name` raise the first time it is called, as a model does on a bad day; returns the call count."""
+    real, calls = getattr(owner, name), [0]
+
+    def flaky(*args: object, **kwargs: object) -> object:
+        calls[0] += 1
+        if calls[0] == 1:
+            raise RuntimeError("simulated model failure")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, flaky)
+    return calls
+
+
+async def test_a_model_call_that_raises(
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """In process, to make a real model fail once: over a real socket (Wyoming and HTTP) the client gets an error,
+    the next request on the same models is answered, and no task is left behind."""
+    settings = Settings.from_args(["--data-dir", str(data_dir), "--asr-model", "tiny.en"], environ={})
+    core = await asyncio.to_thread(Core.load, settings)
+    tasks_before = asyncio.all_tasks()
+    wyoming_server = TcpServer("127.0.0.1", free_port(), settings.max_event_line_bytes, settings.max_connections)
+    await wyoming_server.start(lambda reader, writer: WyomingHandler(reader, writer, core))
+    runner = await http_api.start(http_api.make_app(settings, core), "127.0.0.1", http_port := free_port())
+    try:
+        pcm = load_audio(SPOKEN)
+        piper = next(iter(core._piper.values()))
+        whisper = core.asr["tiny.en"].decoder
+        for owner, name in ((whisper, "decode"), (piper, "_whole"), (piper, "_latents")):
+            fail_once(monkeypatch, owner, name)
+        with caplog.at_level(logging.ERROR):
+            async with AsyncTcpClient("127.0.0.1", wyoming_server.port) as client:
+                failed = await transcribe(client, pcm)
+                assert failed.type == "error" and failed.data["code"] == "internal-error", failed
+                assert (await transcribe(client, pcm)).type == "transcript"  # same connection, same model
+                await client.write_event(Synthesize(text="This one fails.").event())
+                failed = (await read_until(client, "audio-stop", timeout=30))[-1]
+                assert failed.type == "error" and failed.data["code"] == "internal-error", failed
+            async with httpx.AsyncClient(timeout=30) as http:
+                url = f"http://127.0.0.1:{http_port}"
+                fail_once(monkeypatch, whisper, "decode")
+                files = {"file": ("a.flac", SPOKEN.read_bytes())}
+                answer = await http.post(url + "/v1/audio/transcriptions", files=files, data={"model": "tiny.en"})
+                assert answer.status_code == 500 and answer.json()["error"]["type"] == "server_error", answer.text
+                answer = await http.post(url + "/v1/audio/transcriptions", files=files, data={"model": "tiny.en"})
+                assert answer.status_code == 200 and answer.json()["text"].strip(), answer.text
+                speech = await http.post(url + "/v1/audio/speech", json={"input": "And now it works."})
+                assert speech.status_code == 200 and len(speech.content) > 1000
+        assert "simulated model failure" in caplog.text  # logged, for whoever runs the server
+    finally:
+        await wyoming_server.stop()
+        await runner.cleanup()
+        await asyncio.to_thread(core.close)
+    await asyncio.sleep(0.1)
+    assert not [
+        task for task in asyncio.all_tasks() - tasks_before if not task.done() and task is not asyncio.current_task()
+    ]
 
 
 def temp_files(folder: Path) -> list[Path]:
