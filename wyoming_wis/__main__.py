@@ -111,9 +111,9 @@ async def serve(settings: Settings) -> None:
             await announcement.stop()
         for waiter in waiters:
             waiter.cancel()
-        await asyncio.gather(*(server.stop() for server in servers), return_exceptions=True)
-        if runner is not None:
-            await runner.cleanup()
+        # Both frontends let the answers in progress finish, side by side, while the models are still there.
+        stops = [server.stop() for server in servers] + ([runner.cleanup()] if runner is not None else [])
+        await asyncio.gather(*stops, return_exceptions=True)
         core.close()
 
 
