@@ -60,6 +60,7 @@ async def _body_timeout(
     except Timeout as err:
         response = ApiError.from_wis(err).response()
         response.force_close()  # the rest of the body may still come: never read it as a next request
+        request.content.feed_eof()  # nor wait for it (aiohttp would linger, reading, before it closes)
         return response
     finally:
         watchdog.cancel()
