@@ -36,7 +36,7 @@ from wyoming.client import AsyncTcpClient
 from wyoming.event import Event, async_read_event, async_write_event
 from wyoming.info import Describe
 from wyoming.ping import Ping
-from wyoming.tts import Synthesize
+from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart
 
 import http_api
 from wyoming_wis.config import Settings
@@ -290,6 +290,27 @@ async def test_willow_audio_at_speaking_pace_longer_than_the_read_timeout(tight:
 
 
 # -- faults ---------------------------------------------------------------------------------------------------------
+
+
+async def test_client_vanishing_mid_stream_synthesis_stops_it(tight: Server) -> None:
+    """Streamed text (as from an LLM), the first audio heard, then the client is gone: its synthesis stops."""
+    text = " ".join(f"Sentence number {n} of a long answer nobody will hear, {os.getpid()}." for n in range(25))
+    reader, writer = await raw_connection(tight)
+    await async_write_event(SynthesizeStart().event(), writer)
+    await async_write_event(SynthesizeChunk(text=text).event(), writer)
+    event = await asyncio.wait_for(async_read_event(reader), 30)
+    while event is not None and event.type != "audio-chunk":
+        event = await asyncio.wait_for(async_read_event(reader), 30)
+    assert event is not None
+    writer.transport.abort()  # gone, without a goodbye
+    deadline = time.monotonic() + 3
+    async with httpx.AsyncClient(timeout=10) as client:
+        while (await client.get(tight.http_url + "/health")).json()["tts"]["en_US-joe-medium"]["pending"]:
+            assert time.monotonic() < deadline, "synthesis went on for a client that left"
+            await asyncio.sleep(0.1)
+    async with tight.client() as client:
+        await client.write_event(Synthesize(text="Still speaking to others.").event())
+        assert (await read_until(client, "audio-stop", timeout=30))[-1].type == "audio-stop"
 
 
 @pytest.fixture
