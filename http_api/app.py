@@ -17,11 +17,23 @@ import rtc
 from wyoming_wis.config import Settings
 from wyoming_wis.core import Core
 
-from . import cors, docs, openai_models, openai_speech, openai_transcriptions, operations, pages, security, willow
+from . import (
+    cors,
+    docs,
+    limits,
+    openai_models,
+    openai_speech,
+    openai_transcriptions,
+    operations,
+    pages,
+    security,
+    willow,
+)
 from .errors import openai_errors
 from .state import CODEC_THREADS, LOADED, Loaded
 
 _LOGGER = logging.getLogger(__name__)
+SHUTDOWN_SECONDS = 10.0
 
 
 def make_app(settings: Settings, core: Core | None = None) -> web.Application:
@@ -34,6 +46,7 @@ def make_app(settings: Settings, core: Core | None = None) -> web.Application:
     app[LOADED] = Loaded(core)
     app[CODEC_THREADS] = ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="http-codec")
     operations.count_requests(app)  # the outermost middleware, whatever others are added later
+    limits.setup(app, settings.http_read_timeout)  # inside openai_errors: a stalled body is a 408 in the envelope
     app.add_routes(openai_transcriptions.routes)
     app.add_routes(openai_speech.routes)
     app.add_routes(openai_models.routes)
@@ -77,7 +90,8 @@ _CLIENT_FAULTS = _ClientFaults()
 async def start(app: web.Application, host: str, port: int) -> web.AppRunner:
     """Serve `app` until the returned runner is cleaned up."""
     logging.getLogger("aiohttp.server").addFilter(_CLIENT_FAULTS)
-    runner = web.AppRunner(app, access_log=None)
+    # On SIGTERM, requests in progress (a speech stream) get SHUTDOWN_SECONDS to finish.
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=SHUTDOWN_SECONDS, **limits.server_options(app))
     await runner.setup()
     tls = app.get(security.SSL_CONTEXT)
     await web.TCPSite(runner, host, port, ssl_context=tls).start()

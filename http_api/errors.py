@@ -31,6 +31,7 @@ _STATUS = {
     "audio-too-long": 400,
     "text-too-long": 400,
     "busy": 429,
+    "timeout": 408,
 }
 _PARAM = {
     "unknown-model": "model",

@@ -11,7 +11,7 @@ from functools import partial
 from typing import Any
 from urllib.parse import urlparse
 
-from wyoming.server import AsyncServer, AsyncStdioServer, AsyncTcpServer
+from wyoming.server import AsyncStdioServer, AsyncTcpServer
 
 import http_api
 
@@ -21,6 +21,7 @@ from .core import Core
 from .discovery import Announcement, announce_address, stable_name
 from .errors import StartupError
 from .wyoming import WyomingHandler
+from .wyoming.server import server_for
 
 _LOGGER = logging.getLogger("wyoming_wis")
 
@@ -73,7 +74,7 @@ async def serve(settings: Settings) -> None:
 
     # The announced name is settled before any port opens, so it is on disk once the server says it listens.
     name = None if settings.zeroconf is None else settings.zeroconf or stable_name(settings.data_dir[0])
-    servers = [AsyncServer.from_uri(uri) for uri in settings.uri]
+    servers = [server_for(uri, settings) for uri in settings.uri]
     waiters: list[asyncio.Task[Any]] = [asyncio.create_task(stopping.wait())]
     if settings.unload_after:
         waiters.append(asyncio.create_task(core.unload_idle_models()))
@@ -110,9 +111,9 @@ async def serve(settings: Settings) -> None:
             await announcement.stop()
         for waiter in waiters:
             waiter.cancel()
-        await asyncio.gather(*(server.stop() for server in servers), return_exceptions=True)
-        if runner is not None:
-            await runner.cleanup()
+        # Both frontends let the answers in progress finish, side by side, while the models are still there.
+        stops = [server.stop() for server in servers] + ([runner.cleanup()] if runner is not None else [])
+        await asyncio.gather(*stops, return_exceptions=True)
         core.close()
 
 

@@ -411,6 +411,63 @@ OPTIONS: tuple[Option, ...] = (
         metavar="N",
     ),
     Option(
+        "--max-connections",
+        "Most Wyoming connections open at once; more get an error event with code 'busy' and are closed.",
+        default=64,
+        type=_positive_int,
+        metavar="N",
+    ),
+    Option(
+        "--idle-timeout",
+        "Close a Wyoming connection that sends nothing for this many seconds while the server waits for its next "
+        "event (time spent answering a transcription or synthesis does not count). Home Assistant opens a "
+        "connection per request and closes it once answered, so it is never cut.",
+        default=300.0,
+        type=_positive_float,
+        metavar="SECONDS",
+    ),
+    Option(
+        "--event-timeout",
+        "Seconds a Wyoming event may take to arrive whole once its first byte has come; a half-sent event "
+        "then gets an error event with code 'timeout' and the connection is closed.",
+        default=30.0,
+        type=_positive_float,
+        metavar="SECONDS",
+    ),
+    Option(
+        "--max-event-line-bytes",
+        "Longest header line (JSON) of a Wyoming event.",
+        default=65536,
+        type=_positive_int,
+        metavar="BYTES",
+    ),
+    Option(
+        "--max-event-data-bytes",
+        "Largest data block (data_length) of a Wyoming event; a larger announced length is refused before "
+        "anything is read.",
+        default=1048576,
+        type=_positive_int,
+        metavar="BYTES",
+    ),
+    Option(
+        "--max-event-payload-bytes",
+        "Largest payload (payload_length, e.g. one audio chunk) of a Wyoming event; a larger announced length is "
+        "refused before anything is read.",
+        default=1048576,
+        type=_positive_int,
+        metavar="BYTES",
+    ),
+    Option(
+        "--http-read-timeout",
+        "HTTP slow clients: the time a client may take to send a request's headers (counted from connecting or "
+        "from the previous answer, so also how long an idle keep-alive connection stays open), and the longest "
+        "silence inside a request body, which is answered 408 and closed. Silence, not the whole body: a Willow "
+        "device streams its audio at the pace it is spoken.",
+        default=30.0,
+        type=_positive_float,
+        metavar="SECONDS",
+    ),
+    Option(
         "--rtc-ports",
         "UDP ports browsers' WebRTC audio may use (ICE), LOW-HIGH, or any. A container publishes this range; "
         "each browser connection takes one port per network address of the server.",
@@ -497,6 +554,13 @@ class Settings:
     allow_download: bool
     max_audio_seconds: float
     max_text_chars: int
+    max_connections: int
+    idle_timeout: float
+    event_timeout: float
+    max_event_line_bytes: int
+    max_event_data_bytes: int
+    max_event_payload_bytes: int
+    http_read_timeout: float
     rtc_ports: PortRange
     rtc_stun: str | None
     rtc_turn: str | None

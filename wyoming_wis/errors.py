@@ -61,6 +61,18 @@ class Busy(WisError):
     code = "busy"
 
 
+class ShuttingDown(WisError):
+    """The server stops (SIGTERM) while the request is open; another replica, or this one restarted, will answer."""
+
+    code = "shutting-down"
+
+
+class Timeout(WisError):
+    """The client went quiet: mid-event, mid-request body, or for too long on an idle connection."""
+
+    code = "timeout"
+
+
 class StartupError(WisError):
     """The server cannot start as configured; the message says why."""
 

@@ -39,6 +39,7 @@ class SpeechCache:
         self._lock = threading.Lock()
         self._size: int | None = None  # bytes on disk, counted on first use
         self.hits = self.misses = 0
+        self._write_failed = False  # warned once about it
 
     async def get(self, key: str) -> bytes | None:
         audio = await asyncio.to_thread(self._read, key)
@@ -49,7 +50,13 @@ class SpeechCache:
         return audio
 
     async def put(self, key: str, audio: bytes) -> None:
-        await asyncio.to_thread(self._write, key, audio)
+        """Keep `audio`, if the disk lets us: a full or read-only disk costs the cache, never the speech."""
+        try:
+            await asyncio.to_thread(self._write, key, audio)
+        except OSError as err:
+            if not self._write_failed:  # once: a full disk would otherwise log every phrase
+                _LOGGER.warning("Speech cache in %s cannot be written (%s); speech is still served", self.folder, err)
+            self._write_failed = True
 
     def _path(self, key: str) -> Path:
         return self.folder / key[:2] / f"{key}.pcm"
@@ -77,8 +84,13 @@ class SpeechCache:
             return
         path.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".tmp-", delete=False) as file:
-            file.write(data)
-        os.replace(file.name, path)  # readers see the whole entry or none
+            try:
+                file.write(data)
+                file.flush()  # a full disk shows here, not when the rename has already made the entry visible
+                os.replace(file.name, path)  # readers see the whole entry or none
+            except BaseException:
+                os.unlink(file.name)  # nothing half-written stays behind
+                raise
         with self._lock:
             self._size = (self._size if self._size is not None else self._measure()) + len(data)
             over = self._size > self.max_bytes

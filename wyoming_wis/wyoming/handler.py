@@ -28,13 +28,14 @@ from .. import metrics
 from ..asr import AsrSession
 from ..audio import AudioFormat, chunks
 from ..core import Core
-from ..errors import BadRequest, UnknownProgram, WisError
+from ..errors import BadRequest, ShuttingDown, Timeout, UnknownProgram, WisError
 from ..tts import SpeechStream
 from .info import PROGRAM_NAME, build_info
-from .reader import read_event
+from .reader import EventLimits, Idle, read_event
 
 _LOGGER = logging.getLogger(__name__)
 SAMPLES_PER_CHUNK = 1024  # audio-chunk size we send, as wyoming-piper does
+LAST_ERROR_SECONDS = 5.0  # to send the error before closing a connection
 
 
 class WyomingHandler(AsyncEventHandler):
@@ -54,16 +55,42 @@ class WyomingHandler(AsyncEventHandler):
         self._speaking: asyncio.Task[None] | None = None
         # Open requests by kind (see _KINDS), for metrics: in progress until answered.
         self._requests: dict[str, metrics.Request] = {}
+        self._answering = False  # inside handle_event
+        self._stopping = False  # the server shuts down: close once the event being answered is answered
+
+    async def stop(self) -> None:
+        """The server shuts down: an event being answered is answered first; a request still open gets an error."""
+        self._stopping = True
+        if self._answering:
+            return  # run() closes the connection after this event
+        if self._session is not None or self._in_stream:
+            await self._send_last_error(ShuttingDown("The server is shutting down; try again shortly"))
+        self.writer.close()
+        self.reader.feed_eof()
 
     async def run(self) -> None:
+        settings = self.core.settings
+        limits = EventLimits(settings.max_event_data_bytes, settings.max_event_payload_bytes, settings.event_timeout)
         try:
             while True:
                 try:
-                    event = await read_event(self.reader)
-                except BadRequest as err:
-                    await self._send_error(err)
+                    event = await read_event(self.reader, limits, settings.idle_timeout)
+                except Idle:  # counted while waiting for the next event, not while one is answered
+                    _LOGGER.debug("Closing a connection idle for %s s", settings.idle_timeout)
+                    await self._send_last_error(Timeout(f"Idle for {settings.idle_timeout:g} s (--idle-timeout)"))
                     break
-                if event is None or not await self.handle_event(event):
+                except (BadRequest, Timeout) as err:
+                    await self._send_last_error(err)
+                    break
+                if event is None or self._stopping:
+                    break
+                self._answering = True
+                try:
+                    if not await self.handle_event(event):
+                        break
+                finally:
+                    self._answering = False
+                if self._stopping:
                     break
         except ConnectionError:
             pass  # the client went away while we wrote to it
@@ -309,6 +336,14 @@ class WyomingHandler(AsyncEventHandler):
                 started = False
         if not cycle_per_sentence:
             await self.write_event(AudioStop().event())
+
+    async def _send_last_error(self, err: WisError) -> None:
+        """The error that ends the connection, if the client takes it soon: one that reads nothing cannot hold us."""
+        try:
+            async with asyncio.timeout(LAST_ERROR_SECONDS):
+                await self._send_error(err)
+        except TimeoutError:
+            pass
 
     async def _send_error(self, err: WisError) -> None:
         _LOGGER.debug("Sending error %s: %s", err.code, err.message)

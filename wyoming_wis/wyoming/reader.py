@@ -10,24 +10,57 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from wyoming.event import Event
 
-from ..errors import BadRequest
-
-MAX_DATA_BYTES = 1 << 20  # event data (JSON) beyond the header line
-MAX_PAYLOAD_BYTES = 1 << 20  # one audio chunk: over 5 s even of 44.1 kHz stereo, and converted in ~10 ms
+from ..errors import BadRequest, Timeout
 
 
-async def read_event(reader: asyncio.StreamReader) -> Event | None:
-    """The next event, or None when the client has gone."""
+@dataclass(frozen=True)
+class EventLimits:
+    """What one event may cost; the header line's limit is the stream reader's own (`--max-event-line-bytes`)."""
+
+    data_bytes: int = 1 << 20  # event data (JSON) beyond the header line
+    payload_bytes: int = 1 << 20  # one audio chunk: over 5 s even of 44.1 kHz stereo, and converted in ~10 ms
+    seconds: float = 30.0  # from an event's first byte to its last
+
+
+class Idle(Exception):
+    """No byte of a next event came within the idle time."""
+
+
+async def read_event(
+    reader: asyncio.StreamReader, limits: EventLimits, idle_seconds: float | None = None
+) -> Event | None:
+    """The next event, or None when the client has gone.
+
+    Raises `Idle` when no event starts within `idle_seconds`, and
+    `Timeout` when one starts but is not whole within `limits.seconds`: a half-sent event must not hold a
+    connection open.
+    """
     try:
-        line = await reader.readline()
+        async with asyncio.timeout(idle_seconds):
+            first = await reader.read(1)
+    except TimeoutError:
+        raise Idle from None
+    if not first:
+        return None
+    try:
+        async with asyncio.timeout(limits.seconds):
+            return await _rest_of_event(reader, first, limits)
+    except TimeoutError:
+        raise Timeout(f"Event not received whole within {limits.seconds:g} s (--event-timeout)") from None
+
+
+async def _rest_of_event(reader: asyncio.StreamReader, first: bytes, limits: EventLimits) -> Event | None:
+    try:
+        line = first + (await reader.readline() if first != b"\n" else b"")
     except (ValueError, asyncio.LimitOverrunError) as err:  # header line past the stream limit
         raise BadRequest(f"Malformed event: header line too long ({err})") from err
-    if not line:
-        return None
+    if not line.endswith(b"\n"):
+        return None  # the client closed the connection mid-line
     try:
         header = json.loads(line)
     except (ValueError, RecursionError) as err:  # RecursionError: nested too deep
@@ -38,8 +71,8 @@ async def read_event(reader: asyncio.StreamReader) -> Event | None:
     if not isinstance(data, dict):
         raise BadRequest("Malformed event: 'data' must be a JSON object")
     try:
-        data_length = _length(header, "data_length", MAX_DATA_BYTES)
-        payload_length = _length(header, "payload_length", MAX_PAYLOAD_BYTES)
+        data_length = _length(header, "data_length", limits.data_bytes, "--max-event-data-bytes")
+        payload_length = _length(header, "payload_length", limits.payload_bytes, "--max-event-payload-bytes")
         if data_length:
             extra = json.loads(await reader.readexactly(data_length))
             if not isinstance(extra, dict):
@@ -53,12 +86,12 @@ async def read_event(reader: asyncio.StreamReader) -> Event | None:
     return Event(type=header["type"], data=data, payload=payload)
 
 
-def _length(header: dict[str, Any], key: str, limit: int) -> int:
+def _length(header: dict[str, Any], key: str, limit: int, flag: str) -> int:
     value = header.get(key)
     if value is None:
         return 0
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         raise BadRequest(f"Malformed event: {key} must be a non-negative integer")
     if value > limit:
-        raise BadRequest(f"Malformed event: {key} {value} is over the limit of {limit} bytes")
+        raise BadRequest(f"Malformed event: {key} {value} is over the limit of {limit} bytes ({flag})")
     return value

@@ -1,0 +1,80 @@
+"""Slow clients: a request's headers and body may not stall the server (slow-loris).
+
+Headers: aiohttp closes a connection whose request headers are not whole within its
+`keepalive_timeout` of the connection opening (or of the previous answer), so that is
+set to --http-read-timeout, and the header size limits are set explicitly.
+
+Body: aiohttp has no read timeout on a server's request body, and handlers read it in
+several ways (`request.post()`, `request.json()`, `iter_any()`). One watchdog per request
+with a body fails the body's stream with `Timeout` once no byte has come for
+--http-read-timeout seconds while it is unfinished, whichever way it is being read; the
+client gets 408 in the usual envelope and the connection is closed. Silence counts, not
+the whole request: a Willow device streams its audio at the pace it is spoken.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+from aiohttp.streams import StreamReader
+
+from wyoming_wis.errors import Timeout
+
+from .errors import ApiError
+
+READ_TIMEOUT = web.AppKey("read_timeout", float)
+# aiohttp's defaults, stated here so that they are a decision: a request line or header field past
+# MAX_LINE_BYTES, or more than MAX_HEADERS fields, is refused with 400 before any handler runs.
+MAX_LINE_BYTES = 8190
+MAX_HEADERS = 128
+
+
+def setup(app: web.Application, read_timeout: float) -> None:
+    app[READ_TIMEOUT] = read_timeout
+    app.middlewares.append(_body_timeout)
+
+
+def server_options(app: web.Application) -> dict[str, Any]:
+    """Keyword arguments for aiohttp's `AppRunner`: the header-phase limits."""
+    return {
+        "keepalive_timeout": app[READ_TIMEOUT],
+        "max_line_size": MAX_LINE_BYTES,
+        "max_field_size": MAX_LINE_BYTES,
+        "max_headers": MAX_HEADERS,
+    }
+
+
+@web.middleware
+async def _body_timeout(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    if not request.body_exists or request.content.is_eof():
+        return await handler(request)
+    seconds = request.app[READ_TIMEOUT]
+    watchdog = asyncio.create_task(_watch(request.content, seconds), name="http body watchdog")
+    try:
+        return await handler(request)
+    except Timeout as err:
+        response = ApiError.from_wis(err).response()
+        response.force_close()  # the rest of the body may still come: never read it as a next request
+        request.content.feed_eof()  # nor wait for it (aiohttp would linger, reading, before it closes)
+        return response
+    finally:
+        watchdog.cancel()
+        await asyncio.gather(watchdog, return_exceptions=True)
+
+
+async def _watch(content: StreamReader, seconds: float) -> None:
+    """Fail `content` once it has been unfinished and silent for `seconds`."""
+    loop = asyncio.get_running_loop()
+    seen, since = content.total_bytes, loop.time()
+    while not content.is_eof():
+        await asyncio.sleep(min(1.0, seconds / 4))
+        if content.total_bytes != seen:
+            seen, since = content.total_bytes, loop.time()
+        elif loop.time() - since >= seconds:
+            content.set_exception(Timeout(f"No request body received for {seconds:g} s (--http-read-timeout)"))
+            return
