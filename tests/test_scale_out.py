@@ -69,8 +69,8 @@ class Haproxy:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
-    def states(self) -> dict[tuple[str, str], tuple[str, str]]:
-        """(backend, server) -> (status, last check's result) from HAProxy's stats page in CSV."""
+    def states(self) -> dict:
+        """(backend, server) -> (status, last check's result), from HAProxy's stats page in CSV."""
         text = httpx.get(f"http://127.0.0.1:{self.stats_port}/stats;csv", timeout=5).raise_for_status().text
         rows = csv.DictReader(io.StringIO(text.lstrip("# ")))
         return {
@@ -83,8 +83,12 @@ class Haproxy:
         """Wait until `server` is `status` after a check that said `check` in every backend; return when."""
         deadline = time.monotonic() + timeout
         while True:
-            states = self.states()
-            if all(states[(b, server)][0] == status and check in states[(b, server)][1] for b in BACKENDS):
+            try:
+                states = self.states()
+            except httpx.TransportError as err:  # HAProxy is still starting
+                states = {"error": str(err)}
+            seen = [states.get((backend, server), ("", "")) for backend in BACKENDS]
+            if all(state == status and check in result for state, result in seen):
                 return time.monotonic()
             if self.process.poll() is not None or time.monotonic() > deadline:
                 raise AssertionError(f"{server} not {status} after {timeout} s: {states}\n{self.log}")
