@@ -28,11 +28,12 @@ install() {  # install() EXTRAS: the package, editable, with the given extras
     fi
 }
 
-test_tools() {  # from Debian, for the tests: libvo-amrwbenc (AMR-WB, as a Willow device sends it), promtool, chromium
+test_tools() {  # from Debian, for the tests: libvo-amrwbenc (AMR-WB, as a Willow device sends it), promtool, chromium, haproxy
     local missing=()
     ldconfig -p | grep -q libvo-amrwbenc.so.0 || missing+=(libvo-amrwbenc0)
     command -v promtool >/dev/null || missing+=(prometheus)
     command -v chromium >/dev/null || missing+=(chromium)
+    command -v haproxy >/dev/null || [ -x /usr/sbin/haproxy ] || missing+=(haproxy)  # tests/test_scale_out.py
     [ ${#missing[@]} -eq 0 ] && return
     command -v apt-get >/dev/null || { echo "The tests need ${missing[*]}; install them (apt-get is not here)" >&2; exit 1; }
     local sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
