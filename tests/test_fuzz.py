@@ -18,10 +18,11 @@ from wyoming.event import Event, async_read_event
 from wyoming.info import Describe
 
 from wyoming_wis.errors import BadRequest
-from wyoming_wis.wyoming.reader import MAX_DATA_BYTES, MAX_PAYLOAD_BYTES, read_event
+from wyoming_wis.wyoming.reader import EventLimits, read_event
 
 READER_EXAMPLES = 400
 HANDLER_EXAMPLES = 30
+LIMITS = EventLimits()  # the server's defaults
 CI = settings(derandomize=True, deadline=None, database=None, suppress_health_check=list(HealthCheck))
 
 
@@ -33,15 +34,15 @@ async def read_all(stream: bytes) -> list[Event | BadRequest]:
     seen: list[Event | BadRequest] = []
     while True:
         try:
-            event = await asyncio.wait_for(read_event(reader), 5)
+            event = await asyncio.wait_for(read_event(reader, LIMITS), 5)
         except BadRequest as err:
             assert err.code == "bad-request" and err.message.startswith("Malformed"), err
             return [*seen, err]
         if event is None:
             return seen
         assert isinstance(event, Event) and isinstance(event.type, str) and isinstance(event.data, dict)
-        assert len(event.payload or b"") <= MAX_PAYLOAD_BYTES
-        assert len(json.dumps(event.data)) <= 2 * MAX_DATA_BYTES
+        assert len(event.payload or b"") <= LIMITS.payload_bytes
+        assert len(json.dumps(event.data)) <= 2 * LIMITS.data_bytes
         seen.append(event)
 
 
