@@ -3,6 +3,7 @@
 #   ./run.sh [FLAGS...]        create .venv, install with the bundled models, start the server
 #   ./run.sh test [PYTEST...]  install the test tools (Python and Debian) and XTTS (the xtts extra) too, and run the tests
 #   ./run.sh bench [asr|tts|rtc] [FLAGS...]  run the benchmarks against the peer servers (all, or one with its flags)
+#   ./run.sh bench soak [FLAGS...]           every frontend under 16 clients for 12 minutes (bench/soak.py)
 # A second run reuses .venv and reinstalls only when pyproject.toml changed.
 # The Dockerfiles install the same way (pip install ".[bundled]"); tests/test_docker.py keeps them in step.
 set -euo pipefail
@@ -53,9 +54,9 @@ case "${1:-}" in
         shift
         install bundled,dev
         case "${1:-}" in
-            asr|tts|rtc) script="bench/$1.py"; shift; exec "$VENV/bin/python" "$script" "$@" ;;
+            asr|tts|rtc|soak) script="bench/$1.py"; shift; exec "$VENV/bin/python" "$script" "$@" ;;
             "") "$VENV/bin/python" bench/asr.py && "$VENV/bin/python" bench/tts.py && exec "$VENV/bin/python" bench/rtc.py ;;
-            *) echo "usage: ./run.sh bench [asr|tts|rtc] [FLAGS...]" >&2; exit 2 ;;
+            *) echo "usage: ./run.sh bench [asr|tts|rtc|soak] [FLAGS...]" >&2; exit 2 ;;
         esac
         ;;
     *)
