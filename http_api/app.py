@@ -6,6 +6,7 @@ encoding audio run in a bounded pool of worker threads, never on the event loop.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 from concurrent.futures import ThreadPoolExecutor
@@ -62,7 +63,8 @@ def make_app(settings: Settings, core: Core | None = None) -> web.Application:
 
 
 async def _stop_threads(app: web.Application) -> None:
-    app[CODEC_THREADS].shutdown(wait=False, cancel_futures=True)
+    """Drop queued codec work and wait for the running piece, so no codec thread outlives the app."""
+    await asyncio.to_thread(app[CODEC_THREADS].shutdown, wait=True, cancel_futures=True)
 
 
 def loaded(app: web.Application, core: Core) -> None:

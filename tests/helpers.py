@@ -105,12 +105,16 @@ def start_server(
     wait: bool = True,
     timeout: float = 180,
     env: dict[str, str] | None = None,
+    launcher: Sequence[str] = ("-m", "wyoming_wis"),
 ) -> Server:
-    """Run `python -m wyoming_wis` (with `env` added to its environment) and wait until it listens (its log says so)."""
+    """Run `python -m wyoming_wis` (with `env` added to its environment) and wait until it listens (its log says so).
+
+    `launcher` replaces `-m wyoming_wis`, for a script that changes the server before running it (faulty_server.py).
+    """
     workdir.mkdir(parents=True, exist_ok=True)
     port = port or free_port()
     log_path = workdir / f"server-{port}.log"
-    argv = [sys.executable, "-m", "wyoming_wis", *args]
+    argv = [sys.executable, *launcher, *args]
     if not any(arg.startswith("--uri") for arg in args):
         argv += ["--uri", f"tcp://{host}:{port}"]
     http_port = None

@@ -27,7 +27,7 @@ from helpers import ROOT, Server, free_port
 from wyoming.info import Describe, Info
 from wyoming.server import AsyncEventHandler, AsyncTcpServer
 
-from wyoming_wis.config import Settings
+from wyoming_wis.config import Settings, build_parser
 
 ADDON = ROOT / "addon"
 S6 = ADDON / "rootfs" / "etc" / "s6-overlay" / "s6-rc.d"
@@ -191,6 +191,41 @@ def test_docs_name_every_option(config: dict) -> None:
     docs = (ADDON / "DOCS.md").read_text()
     for key in config["schema"]:
         assert f"`{key}`" in docs, key
+
+
+def docs_section(title: str) -> str:
+    """One `## title` section of the add-on's DOCS.md, up to the next one."""
+    docs = (ADDON / "DOCS.md").read_text()
+    match = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", docs, re.MULTILINE | re.DOTALL)
+    assert match, f"DOCS.md has no '## {title}' section"
+    return match.group(1)
+
+
+def test_limits_docs_name_real_flags_with_their_defaults() -> None:
+    """Every flag the Limits section names is one the server takes, and the defaults it gives are the server's."""
+    section = docs_section("Limits")
+    flags = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", section))
+    assert len(flags) >= 5, flags
+    actions = build_parser()._option_string_actions
+    assert not flags - set(actions), f"not flags of wyoming-wis: {sorted(flags - set(actions))}"
+    defaults = Settings.from_args([], environ={})
+    rows = re.findall(r"^\| `(--[a-z0-9-]+)` \| ([^|]+) \|", section, re.MULTILINE)
+    assert len(rows) >= 5, rows
+    for flag, default in rows:
+        assert float(default) == getattr(defaults, actions[flag].dest), flag
+
+
+def test_limits_docs_example_works_as_extra_args(config: dict, tmp_path: Path) -> None:
+    """The section's example, pasted into extra_args, reaches the server as the flags it shows."""
+    example = re.search(r"^```\n(.+?)\n```", docs_section("Limits"), re.MULTILINE | re.DOTALL)
+    assert example, "no example in the Limits section"
+    argv, _, settings = started(config["options"] | {"extra_args": example.group(1)}, tmp_path)
+    pairs = re.findall(r"(--[a-z0-9-]+) (\S+)", example.group(1))
+    assert len(pairs) >= 2, example.group(1)
+    actions = build_parser()._option_string_actions
+    for flag, value in pairs:
+        assert flag in argv and getattr(settings, actions[flag].dest) == actions[flag].type(value), flag
+        assert getattr(settings, actions[flag].dest) != getattr(Settings.from_args([], environ={}), actions[flag].dest)
 
 
 def test_repository_file_makes_this_an_addon_repository() -> None:

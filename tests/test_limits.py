@@ -12,6 +12,7 @@ import logging
 import os
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -40,10 +41,10 @@ from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart
 
 import http_api
 from wyoming_wis.config import Settings
-from wyoming_wis.core import Core
+from wyoming_wis.core import CLOSE_SECONDS, Core
 from wyoming_wis.tts.cache import SpeechCache
 from wyoming_wis.wyoming import WyomingHandler
-from wyoming_wis.wyoming.server import TcpServer
+from wyoming_wis.wyoming.server import SHUTDOWN_SECONDS, TcpServer
 
 MAX_CONNECTIONS = 3
 IDLE_SECONDS = 2.0
@@ -406,13 +407,56 @@ async def test_a_model_call_that_raises(
     ]
 
 
+def test_close_leaves_no_worker_thread_behind(data_dir: Path) -> None:
+    """After serving over HTTP, `core.close()` with a model call still running: the call finishes and its caller
+    gets the answer, and once close() returns no thread the core (or the HTTP app) started is alive."""
+    before = set(threading.enumerate())
+    settings = Settings.from_args(["--data-dir", str(data_dir), "--asr-model", "tiny.en"], environ={})
+    core = Core.load(settings)
+    workers = set(threading.enumerate()) - before
+    assert workers, "the engines run no worker threads: nothing to check"
+    whisper = core.asr["tiny.en"].scheduler
+
+    def call_that_outlasts_close() -> str:
+        """A model call that is still running when close() begins, and takes a while longer to finish."""
+        while not whisper.closed:
+            time.sleep(0.01)
+        time.sleep(0.3)
+        return "finished"
+
+    async def serve_then_close() -> None:
+        runner = await http_api.start(http_api.make_app(settings, core), "127.0.0.1", port := free_port())
+        try:
+            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
+                files = {"file": ("a.flac", SPOKEN.read_bytes())}
+                heard = await http.post("/v1/audio/transcriptions", files=files)
+                assert heard.status_code == 200 and heard.json()["text"].strip(), heard.text
+                speech = await http.post("/v1/audio/speech", json={"input": "Done.", "response_format": "flac"})
+                assert speech.status_code == 200 and len(speech.content) > 1000
+        finally:
+            await runner.cleanup()
+        running = asyncio.create_task(whisper.run(call_that_outlasts_close))
+        deadline = time.monotonic() + 10
+        while not whisper.running:
+            assert time.monotonic() < deadline, "the call never started"
+            await asyncio.sleep(0.01)
+        await asyncio.to_thread(core.close)
+        alive = [thread.name for thread in workers if thread.is_alive()]
+        assert not alive, f"still running after close(): {alive}"
+        assert await running == "finished"
+
+    asyncio.run(serve_then_close())  # its own loop, whose default executor is shut down when it ends
+    left = [thread.name for thread in set(threading.enumerate()) - before]
+    assert not left, f"threads left after close(): {left}"
+
+
 def temp_files(folder: Path) -> list[Path]:
     return [p for p in folder.rglob("*") if p.name.startswith(".tmp-") or p.suffix in (".part", ".tmp")]
 
 
 async def test_sigterm_with_requests_in_flight(tight: Server, data_dir: Path) -> None:
     """Runs last: a transcription and a speech stream in flight get their answer (or an error), the process exits 0
-    and leaves no half-written file."""
+    within its grace period, its model threads ended, and leaves no half-written file."""
     assert not temp_files(data_dir)
     pcm = load_audio(SPOKEN)
 
@@ -443,7 +487,9 @@ async def test_sigterm_with_requests_in_flight(tight: Server, data_dir: Path) ->
     assert transcript.type == "transcript" or transcript.data["code"] == "shutting-down", transcript
     assert status == 200 and len(audio) > 22050, (status, len(audio))  # more than half a second of speech
     assert after_idle is None  # an idle connection is simply closed
-    assert await asyncio.to_thread(tight.process.wait, 20) == 0, tight.log
-    assert time.monotonic() - stopped < 15
+    grace = SHUTDOWN_SECONDS + CLOSE_SECONDS  # for answers in progress, then for model calls still running
+    assert await asyncio.to_thread(tight.process.wait, grace + 5) == 0, tight.log
+    assert time.monotonic() - stopped < grace
+    assert "not waited for" not in tight.log  # every worker thread ended before the process did
     assert not temp_files(data_dir), temp_files(data_dir)
     assert_clean_log(tight.log)

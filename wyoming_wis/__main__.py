@@ -114,7 +114,7 @@ async def serve(settings: Settings) -> None:
         # Both frontends let the answers in progress finish, side by side, while the models are still there.
         stops = [server.stop() for server in servers] + ([runner.cleanup()] if runner is not None else [])
         await asyncio.gather(*stops, return_exceptions=True)
-        core.close()
+        await asyncio.to_thread(core.close)  # waits for calls still running; the loop hands their results on
 
 
 def _cannot_listen(where: str, err: OSError, flag: str) -> StartupError:

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 _LOGGER = logging.getLogger(__name__)
 MAX_BEAM_SIZE = 10  # wider searches cost much and rarely change a voice command
+CLOSE_SECONDS = 5.0  # how long stopping waits for model calls already running
 XTTS_VOICES = Path("voices") / "xtts"  # cloned voices, one folder per XTTS model, in the first data dir
 
 
@@ -275,9 +276,20 @@ class Core:
                     self._piper[model.path] = engine
         return engine
 
-    def close(self) -> None:
+    def close(self, timeout: float = CLOSE_SECONDS) -> None:
+        """Stop every engine, then wait up to `timeout` s in all for the model calls still running.
+
+        Blocking. Waiting calls are dropped at once; a running call cannot be interrupted, so it is let finish
+        (its caller gets the answer) rather than left running in a thread while the process exits.
+        """
         for engine in self.engines:
             engine.close()
+        deadline = time.monotonic() + timeout
+        late = [
+            name for engine in self.engines for name in engine.scheduler.join(max(0.0, deadline - time.monotonic()))
+        ]
+        if late:
+            _LOGGER.warning("Model calls still running after %.0f s, not waited for: %s", timeout, ", ".join(late))
 
 
 def _piper(found: Found, runtime: Runtime, settings: Settings) -> PiperEngine:

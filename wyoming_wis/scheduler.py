@@ -161,6 +161,17 @@ class Scheduler:
         for *_, future, _ in waiting:
             future.cancel()
 
+    def join(self, timeout: float) -> list[str]:
+        """After `close`: wait up to `timeout` s for the worker threads to end (a running call ends first).
+
+        Returns the names of those still running, so no thread is left inside a model unnoticed while the
+        interpreter shuts down around it.
+        """
+        deadline = time.monotonic() + timeout
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        return [thread.name for thread in self._threads if thread.is_alive()]
+
 
 def _call_soon(loop: asyncio.AbstractEventLoop, callback: Callable[[], None]) -> None:
     try:
