@@ -2,9 +2,9 @@
 
 `signalling` answers the browser's offer at `POST /api/rtc/asr`; `peer` is one
 connection (track, data channel, utterances, its end); `messages` the data
-channel's JSON; `track` the audio into an ASR session; `ice` the port range and
-STUN/TURN servers. It is mounted on the HTTP API's application, so the API's
-key, CORS and TLS apply to the signalling too.
+channel's JSON; `track` the audio into an ASR session; `ice` the port range,
+STUN/TURN servers and the address the answer names. It is mounted on the HTTP
+API's application, so the API's key, CORS and TLS apply to the signalling too.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ def setup(app: web.Application, settings: Settings) -> None:
     app[signalling.PEERS] = peers = signalling.Peers(
         settings.rtc_max_sessions,
         ice.configuration(settings),
-        Limits(settings.rtc_idle_timeout, settings.rtc_ports),
+        Limits(settings.rtc_idle_timeout, settings.rtc_ports, settings.rtc_public_address),
     )
     app.add_routes(signalling.routes)
 

@@ -10,6 +10,13 @@ nothing else: other UDP sockets of the process, e.g. zeroconf's, bind as they
 ask). Inside, a request for "any port" tries the range's ports in random order
 (as WIS does), so peers rarely race for one port; a range that is full leaves
 the address without a candidate, which `check_candidates` turns into an error.
+
+Behind NAT with the same port numbers published (a container's `-p
+10000-10049:10000-10049/udp`), the sockets' own addresses are of no use to a
+browser; `advertise` names `--rtc-public-address` in the answer's host
+candidates instead, as pion's NAT 1:1 IPs or mediasoup's announced address do.
+The sockets stay where they are bound: the published port forwards a browser's
+packets to the container's address and the same port, where aioice answers.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import errno
+import ipaddress
 import logging
 import random
 import re
@@ -34,6 +42,9 @@ _LOGGER = logging.getLogger(__name__)
 _PORTS: contextvars.ContextVar[PortRange | None] = contextvars.ContextVar("wis_rtc_ports", default=None)
 _INSTALLED = "_wis_rtc_ports_installed"
 _CANDIDATE = re.compile(r"^a=candidate:\S+ \d+ udp \d+ (\S+) (\d+) typ (\w+)", re.IGNORECASE | re.MULTILINE)
+# a=candidate:FOUNDATION COMPONENT TRANSPORT PRIORITY ADDRESS PORT typ host ...
+_HOST_CANDIDATE = re.compile(r"^(a=candidate:\S+ (\d+) (\S+) \d+ )(\S+) ((\d+) typ host(?: .*)?)$", re.IGNORECASE)
+_CONNECTION = re.compile(r"^(c=IN IP[46] |a=rtcp:\d+ IN IP[46] )(\S+)$")
 
 
 class PortsExhausted(Exception):
@@ -107,3 +118,42 @@ def check_candidates(sdp: str, ports: PortRange) -> None:
             f"No free UDP port for WebRTC in --rtc-ports {ports}: every port is in use by other connections "
             "or programs; widen the range or close connections"
         )
+
+
+def advertise(sdp: str, address: str | None) -> str:
+    """The answer as sent: its host candidates of `address`'s IP family name `address` (ports unchanged).
+
+    c= and a=rtcp: lines that named one of those candidates' addresses follow. Candidates that
+    become the same (several interfaces bound on one port number) are sent once per section;
+    server-reflexive and relayed candidates, and host candidates of the other family, are left
+    as they are. Without `address`, the answer is aiortc's.
+    """
+    if address is None:
+        return sdp
+    family = _family(address)
+    lines = sdp.splitlines()
+    replaced = {match[4] for line in lines if (match := _HOST_CANDIDATE.match(line)) and _family(match[4]) == family}
+    sent: list[str] = []
+    seen: set[tuple[str, str, str]] = set()
+    for line in lines:
+        if line.startswith("m="):
+            seen = set()  # each media section lists its candidates
+        elif (match := _HOST_CANDIDATE.match(line)) and match[4] in replaced:
+            key = (match[2], match[3].lower(), match[6])  # component, transport, port
+            if key in seen:
+                continue
+            seen.add(key)
+            line = f"{match[1]}{address} {match[5]}"
+        elif (match := _CONNECTION.match(line)) and match[2] in replaced:
+            line = f"{match[1]}{address}"  # the same family: IP4 or IP6 stays
+        sent.append(line)
+    end = "\r\n" if "\r\n" in sdp else "\n"
+    return end.join(sent) + (end if sdp.endswith("\n") else "")
+
+
+def _family(address: str) -> int | None:
+    """4 or 6, or None for what is no IP address (a browser's mDNS name)."""
+    try:
+        return ipaddress.ip_address(address).version
+    except ValueError:
+        return None

@@ -67,6 +67,7 @@ class Limits:
 
     idle_timeout: float
     ports: PortRange
+    public_address: str | None = None  # --rtc-public-address: named in the answer's host candidates
 
 
 class Peer:
@@ -101,7 +102,7 @@ class Peer:
         self._spawn(self._watch())
 
     async def answer(self, offer: RTCSessionDescription) -> RTCSessionDescription:
-        """The answer to the browser's offer, with candidates in `--rtc-ports`.
+        """The answer to the browser's offer, with candidates in `--rtc-ports` (at `--rtc-public-address` if set).
 
         Raises BadOffer, ValueError (or aiortc's errors) for an offer that cannot be answered,
         and ice.PortsExhausted when the port range is full.
@@ -119,9 +120,10 @@ class Peer:
         answer = await self.pc.createAnswer()
         with ice.bound_to(self._limits.ports):
             await self.pc.setLocalDescription(answer)
-        ice.check_candidates(self.pc.localDescription.sdp, self._limits.ports)
+        local = self.pc.localDescription
+        ice.check_candidates(local.sdp, self._limits.ports)
         _LOGGER.info("WebRTC connection %d: answered", self.id)
-        return self.pc.localDescription
+        return RTCSessionDescription(sdp=ice.advertise(local.sdp, self._limits.public_address), type=local.type)
 
     async def close(self, reason: str) -> None:
         """End the connection and free everything it holds; later calls do nothing."""

@@ -3,7 +3,8 @@
 One server for the module, with a narrow port range, a cap of three
 connections and a short idle timeout, so that every limit can be reached here.
 Each test leaves no connection open (the last one checks), and the server's log
-must be clean when it stops.
+must be clean when it stops. A second server, with `--rtc-public-address`, stands
+in for a container behind Docker's port publishing (`Published`).
 """
 
 from __future__ import annotations
@@ -11,16 +12,19 @@ from __future__ import annotations
 import asyncio
 import errno
 import random
+import selectors
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-from aiortc import RTCConfiguration, RTCPeerConnection
+from aioice.ice import get_host_addresses
+from aiortc import RTCConfiguration, RTCPeerConnection, RTCSessionDescription
 from helpers import CORPUS, ROOT, Server, assert_clean_log, normalise, start_server, wer
 from rtc_client import Client, PlayedTrack, speech
 
@@ -377,6 +381,228 @@ def test_port_range_binding_gives_up_cleanly() -> None:
         assert not low <= outside.get_extra_info("sockname")[1] <= high
 
     asyncio.run(scenario())
+
+
+class Published:
+    """Docker's `-p LOW-HIGH:LOW-HIGH/udp` in miniature, in a thread: what comes to 127.0.0.1:P goes to TARGET:P.
+
+    As Docker's proxy does, each sender gets its own socket towards the target, and what the target sends
+    back to that socket leaves from 127.0.0.1:P to the sender. The server's sockets are bound to TARGET
+    only, so nothing sent to 127.0.0.1 reaches them but through here.
+    """
+
+    def __init__(self, target: str, low: int, high: int) -> None:
+        self.target = target
+        self.forwarded = 0  # datagrams to the target
+        self.returned = 0  # datagrams back to senders
+        self._selector = selectors.DefaultSelector()
+        self._upstream: dict[tuple[socket.socket, tuple], socket.socket] = {}
+        for port in range(low, high + 1):
+            front = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            front.bind(("127.0.0.1", port))
+            front.setblocking(False)
+            self._selector.register(front, selectors.EVENT_READ, None)
+        self._running = True
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while self._running:
+            for key, _ in self._selector.select(0.1):
+                sock: socket.socket = key.fileobj  # type: ignore[assignment]
+                try:
+                    data, sender = sock.recvfrom(65536)
+                    if key.data is None:  # a sender to 127.0.0.1:P
+                        self._towards_target(sock, sender).send(data)
+                        self.forwarded += 1
+                    else:  # the target answering
+                        front, to = key.data
+                        front.sendto(data, to)
+                        self.returned += 1
+                except OSError:  # e.g. ICMP unreachable after the peer closed
+                    continue
+
+    def _towards_target(self, front: socket.socket, sender: tuple) -> socket.socket:
+        upstream = self._upstream.get((front, sender))
+        if upstream is None:
+            upstream = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            upstream.bind((self.target, 0))
+            upstream.connect((self.target, front.getsockname()[1]))
+            upstream.setblocking(False)
+            self._selector.register(upstream, selectors.EVENT_READ, (front, sender))
+            self._upstream[(front, sender)] = upstream
+        return upstream
+
+    def close(self) -> None:
+        self._running = False
+        self._thread.join()
+        for key in list(self._selector.get_map().values()):
+            key.fileobj.close()  # type: ignore[union-attr]
+        self._selector.close()
+
+
+class OutsideClient(Client):
+    """A browser that can reach the server only at PUBLIC: it hears nothing from any other address.
+
+    Like a LAN browser and a container's own address: the answer's other candidates are dropped
+    before it is applied, and datagrams from anywhere but PUBLIC (the server's direct checks from
+    its bound address) are ignored, so ICE, DTLS, SCTP and RTP all go through the published ports.
+    """
+
+    public: str = "127.0.0.1"
+
+    async def offer(self) -> httpx.Response:
+        await self.pc.setLocalDescription(await self.pc.createOffer())
+        for transport in {self.sender.transport.transport, self.pc.sctp.transport.transport}:
+            for protocol in transport.iceGatherer._connection._protocols:
+                heard = protocol.datagram_received
+                protocol.datagram_received = lambda data, addr, heard=heard: (
+                    heard(data, addr) if addr[0] == self.public else None
+                )
+        offer = {"sdp": self.pc.localDescription.sdp, "type": "offer"}
+        async with httpx.AsyncClient(timeout=30) as http:
+            response = await http.post(self.url, json=offer)
+        if response.status_code == 200:
+            self.answer = response.json()["sdp"]
+            kept = [line for line in self.answer.split("\r\n") if not _other_candidate(line, self.public)]
+            await self.pc.setRemoteDescription(RTCSessionDescription("\r\n".join(kept), "answer"))
+        return response
+
+
+def _other_candidate(line: str, address: str) -> bool:
+    return line.startswith("a=candidate:") and line.split()[4] != address
+
+
+def own_ipv4() -> str:
+    """This machine's first non-loopback IPv4 address: where aioice binds a host candidate."""
+    found = get_host_addresses(use_ipv4=True, use_ipv6=False)
+    if not found:
+        pytest.skip("no IPv4 address but loopback: aioice gathers no IPv4 host candidate")
+    return found[0]
+
+
+@pytest.fixture(scope="module")
+def nat_ports() -> tuple[int, int]:
+    return free_range(3)
+
+
+@pytest.fixture(scope="module")
+def nat_server(
+    data_dir: Path, tmp_path_factory: pytest.TempPathFactory, nat_ports: tuple[int, int]
+) -> Iterator[Server]:
+    """A server in a container's place: it names 127.0.0.1 in its answers, its sockets stay on its own addresses."""
+    running = start_server(
+        ["--data-dir", str(data_dir), "--asr-model", "tiny.en", "--rtc-ports", f"{nat_ports[0]}-{nat_ports[1]}"],
+        tmp_path_factory.mktemp("rtc-nat-server"),
+        env={"WIS_RTC_PUBLIC_ADDRESS": "127.0.0.1"},
+    )
+    yield running
+    assert running.stop() == 0, running.log
+    assert_clean_log(running.log)
+
+
+async def test_the_public_address_is_named_and_reached_through_published_ports(nat_server: Server, nat_ports) -> None:
+    """--rtc-public-address: the answer names it (ports kept), and a browser reaching only it gets its transcript."""
+    own = own_ipv4()
+    published = Published(own, *nat_ports)
+    client = OutsideClient(url(nat_server))
+    try:
+        await client.connect()
+        heard = await client.utterance(speech(str(SECOND)), trailing_silence=0.5)
+        await client.close()
+        await wait_sessions(nat_server, 0, 10)  # its goodbye came through the published port too
+    finally:
+        await client.close()
+        published.close()
+    assert heard.infer["type"] == "infer", heard.messages
+    assert wer([reference(SECOND)], [heard.text]) < 0.15, heard.text
+
+    low, high = nat_ports
+    found = ice.candidates(client.answer)
+    ipv4 = [(host, port) for host, port, kind in found if "." in host]
+    assert ipv4 and all(host == "127.0.0.1" and low <= port <= high for host, port in ipv4), found
+    assert own not in client.answer  # no c= line or candidate names the socket's own address
+    assert all(":" in host and host in get_host_addresses(False, True) for host, _, _ in found if "." not in host)
+    for section in client.answer.split("m=")[1:]:
+        listed = ice.candidates(section)
+        assert len(listed) == len(set(listed)), section  # each sent once per media section
+    assert published.forwarded > 50 and published.returned > 10, vars(published)  # audio came this way
+
+
+@pytest.mark.parametrize(
+    ("address", "family"),
+    [("192.0.2.7", "IP4"), ("2001:db8::7", "IP6")],
+)
+def test_advertise_rewrites_host_candidates_of_the_family_once_per_port(address: str, family: str) -> None:
+    """aiortc's answer shape: c= names the first candidate, candidates repeat per section (two interfaces, one port)."""
+    section = (
+        "m=audio 40001 UDP/TLS/RTP/SAVPF 111\r\n"
+        "c=IN IP4 172.18.0.2\r\n"
+        "a=candidate:a1 1 udp 2130706431 172.18.0.2 40001 typ host\r\n"
+        "a=candidate:b1 1 udp 2130706431 172.19.0.2 40001 typ host\r\n"
+        "a=candidate:c1 1 udp 2130706431 172.19.0.2 40002 typ host\r\n"
+        "a=candidate:d1 1 udp 2130706431 fd00::2 40003 typ host\r\n"
+        "a=candidate:e1 1 udp 1694498815 198.51.100.9 5000 typ srflx raddr 172.18.0.2 rport 40001\r\n"
+        "a=end-of-candidates\r\n"
+    )
+    sdp = "v=0\r\no=- 1 0 IN IP4 0.0.0.0\r\ns=-\r\n" + section + section.replace("m=audio", "m=application")
+    sent = ice.advertise(sdp, address)
+    assert ice.advertise(sdp, None) == sdp
+    assert sent.startswith("v=0\r\no=- 1 0 IN IP4 0.0.0.0\r\n") and sent.endswith("\r\n")
+    per_section = sent.split("m=")[1:]
+    assert len(per_section) == 2
+    for text in per_section:
+        got = ice.candidates(text)
+        if family == "IP4":
+            assert f"c=IN IP4 {address}" in text
+            assert got == [
+                (address, 40001, "host"),  # two interfaces on port 40001: once
+                (address, 40002, "host"),
+                ("fd00::2", 40003, "host"),  # the other family keeps its own
+                ("198.51.100.9", 5000, "srflx"),
+            ], text
+            assert "raddr 172.18.0.2" in text  # a reflexive candidate is left as it is
+        else:
+            assert "c=IN IP4 172.18.0.2" in text
+            assert [host for host, _, _ in got] == ["172.18.0.2", "172.19.0.2", "172.19.0.2", address, "198.51.100.9"]
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [("192.168.1.20", "192.168.1.20"), (" 2001:DB8:0::20 ", "2001:db8::20"), ("127.0.0.1", "127.0.0.1")],
+)
+def test_the_public_address_setting(value: str, expected: str) -> None:
+    assert Settings.from_args(["--rtc-public-address", value], environ={}).rtc_public_address == expected
+    assert Settings.from_args([], environ={"WIS_RTC_PUBLIC_ADDRESS": value}).rtc_public_address == expected
+    assert Settings.from_args([], environ={}).rtc_public_address is None
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("wis.example.com", "expected an IP address such as 192.168.1.20 or 2001:db8::20 (not a host name)"),
+        ("192.168.1", "expected an IP address"),
+        ("0.0.0.0", "give a unicast one"),
+        ("::", "give a unicast one"),
+        ("fe80::1%eth0", "or %zone"),
+        ("224.0.0.1", "give a unicast one"),
+    ],
+)
+def test_a_bad_public_address_is_refused(value: str, message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        Settings.from_args(["--rtc-public-address", value], environ={})
+    assert "--rtc-public-address" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        Settings.from_args([], environ={"WIS_RTC_PUBLIC_ADDRESS": value})
+    err = capsys.readouterr().err
+    assert "WIS_RTC_PUBLIC_ADDRESS" in err and message in err, err
+
+
+def test_a_bad_public_address_stops_the_server_at_startup(tmp_path: Path) -> None:
+    """The real process: an exit with the reason, before any model is loaded."""
+    server = start_server(["--rtc-public-address", "my-docker-host"], tmp_path, wait=False)
+    assert server.process.wait(timeout=60) == 2
+    assert "--rtc-public-address: expected an IP address" in server.log, server.log
 
 
 async def test_stopping_the_server_closes_open_connections(rtc_server: Server) -> None:

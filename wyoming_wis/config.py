@@ -8,6 +8,7 @@ README stay in step.
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import math
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -135,6 +136,21 @@ def _port_range(text: str) -> PortRange:
     if ports.low > ports.high:
         raise argparse.ArgumentTypeError(f"the range {text!r} is empty: LOW must not be above HIGH")
     return ports
+
+
+def _ip_address(text: str) -> str:
+    """An IPv4 or IPv6 address a browser can send to (no host name, no zone, not 0.0.0.0 or multicast)."""
+    try:
+        address = ipaddress.ip_address(text.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected an IP address such as 192.168.1.20 or 2001:db8::20 (not a host name), got {text!r}"
+        ) from None
+    if address.is_unspecified or address.is_multicast or getattr(address, "scope_id", None):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is no address a browser can send to: give a unicast one (not 0.0.0.0, ::, multicast or %zone)"
+        )
+    return address.compressed
 
 
 def _ice_url(schemes: tuple[str, ...]) -> Callable[[str], str]:
@@ -476,6 +492,14 @@ OPTIONS: tuple[Option, ...] = (
         metavar="LOW-HIGH",
     ),
     Option(
+        "--rtc-public-address",
+        "Address to name in WebRTC answers instead of the server's own (NAT 1:1), e.g. the Docker host's LAN "
+        "address when a container publishes --rtc-ports with the same numbers: the ports stay, the sockets stay "
+        "bound where they are. IPv4 or IPv6; it replaces the addresses of its own family only. Off by default.",
+        type=_ip_address,
+        metavar="ADDRESS",
+    ),
+    Option(
         "--rtc-stun",
         "STUN server for WebRTC, stun:HOST[:PORT], to learn the server's public address behind NAT. "
         "Off by default: a server on the LAN needs none.",
@@ -562,6 +586,7 @@ class Settings:
     max_event_payload_bytes: int
     http_read_timeout: float
     rtc_ports: PortRange
+    rtc_public_address: str | None
     rtc_stun: str | None
     rtc_turn: str | None
     rtc_turn_user: str | None
