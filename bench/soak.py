@@ -119,6 +119,7 @@ class Outcome:
     status: str  # ok | busy | aborted | error
     wait_s: float | None = None  # what a user waits for: end of speech -> text, request -> first audio
     total_s: float | None = None
+    audio_s: float = 0.0  # seconds of speech heard (ASR) or spoken (TTS)
     detail: str | None = None
 
 
@@ -189,16 +190,17 @@ def heard_right(clip: Recording, text: str) -> str | None:
     return None if score is not None and score <= MAX_WER else f"WER {score}: {text!r} for {clip.text!r}"
 
 
-def speech_problem(audio: bytes) -> str | None:
-    """None when `audio` (any container PyAV reads) is speech, else why not."""
+def speech_problem(audio: bytes) -> tuple[float, str | None]:
+    """Seconds of `audio` (any container PyAV reads), and None when it is speech, else why not."""
     try:
         samples = np.frombuffer(decode_audio(audio).audio, dtype=np.int16)
     except Exception as err:  # noqa: BLE001  (any decoder complaint is the finding)
-        return f"undecodable audio: {err}"
+        return 0.0, f"undecodable audio: {err}"
+    seconds = samples.size / RATE
     if samples.size < RATE // 4:
-        return f"only {samples.size / RATE:.2f} s of audio"
+        return seconds, f"only {seconds:.2f} s of audio"
     peak = int(np.abs(samples.astype(np.int32)).max())
-    return None if peak >= SILENT_PEAK else f"silent audio (peak {peak})"
+    return seconds, None if peak >= SILENT_PEAK else f"silent audio (peak {peak})"
 
 
 # -- clients ------------------------------------------------------------------------------
@@ -211,7 +213,16 @@ async def wyoming_asr(soak: Soak, client: int, http: httpx.AsyncClient) -> None:
     if status == "ok":
         detail = heard_right(clip, done.text or "")
         status = "error" if detail else "ok"
-    soak.record("wyoming-asr", client, at, status, wait_s=done.after_stop_s, total_s=done.total_s, detail=detail)
+    soak.record(
+        "wyoming-asr",
+        client,
+        at,
+        status,
+        wait_s=done.after_stop_s,
+        total_s=done.total_s,
+        audio_s=clip.pcm.seconds,
+        detail=detail,
+    )
 
 
 async def wyoming_tts(soak: Soak, client: int, http: httpx.AsyncClient) -> None:
@@ -222,7 +233,9 @@ async def wyoming_tts(soak: Soak, client: int, http: httpx.AsyncClient) -> None:
     if status == "ok" and (done.problems or done.peak < SILENT_PEAK):
         status, detail = "error", "; ".join(done.problems) or f"silent (peak {done.peak})"
     kind = "wyoming-tts-stream" if streaming else "wyoming-tts"
-    soak.record(kind, client, at, status, wait_s=done.first_audio_s, total_s=done.total_s, detail=detail)
+    soak.record(
+        kind, client, at, status, wait_s=done.first_audio_s, total_s=done.total_s, audio_s=done.audio_s, detail=detail
+    )
 
 
 async def openai_transcribe(soak: Soak, client: int, http: httpx.AsyncClient) -> None:
@@ -235,7 +248,9 @@ async def openai_transcribe(soak: Soak, client: int, http: httpx.AsyncClient) ->
     if status == "ok":
         detail = heard_right(clip, response.json()["text"])
         status = "error" if detail else "ok"
-    soak.record("openai-transcribe", client, at, status, wait_s=took, total_s=took, detail=detail)
+    soak.record(
+        "openai-transcribe", client, at, status, wait_s=took, total_s=took, audio_s=clip.pcm.seconds, detail=detail
+    )
 
 
 async def openai_speech(soak: Soak, client: int, http: httpx.AsyncClient) -> None:
@@ -253,7 +268,7 @@ async def willow(soak: Soak, client: int, http: httpx.AsyncClient) -> None:
     if status == "ok":
         detail = heard_right(clip, response.json()["text"])
         status = "error" if detail else "ok"
-    soak.record("willow-asr", client, at, status, wait_s=took, total_s=took, detail=detail)
+    soak.record("willow-asr", client, at, status, wait_s=took, total_s=took, audio_s=clip.pcm.seconds, detail=detail)
     await asyncio.sleep(soak.pause * soak.random.uniform(0.5, 1.5))
     text, at = soak.reply(), soak.now()
     await _speech(soak, client, at, http, "willow-tts", "GET", "/api/tts", params={"text": text.text})
@@ -272,13 +287,14 @@ async def _speech(
             audio += piece
     took = time.perf_counter() - sent
     status, detail = http_status(response)
+    seconds = 0.0
     if status == "ok":
-        detail = speech_problem(bytes(audio))
+        seconds, detail = speech_problem(bytes(audio))
         status = "error" if detail else "ok"
     else:
         detail = f"HTTP {response.status_code}: {bytes(audio[:200]).decode(errors='replace')}"
     wait = first - sent if first is not None else None
-    soak.record(kind, client, at, status, wait_s=wait, total_s=took, detail=detail)
+    soak.record(kind, client, at, status, wait_s=wait, total_s=took, audio_s=seconds, detail=detail)
 
 
 async def webrtc(soak: Soak, client: int, http: httpx.AsyncClient) -> None:
@@ -308,7 +324,9 @@ async def webrtc(soak: Soak, client: int, http: httpx.AsyncClient) -> None:
                 status = "error" if detail else "ok"
             else:
                 status, detail = ("busy" if code == "busy" else "error"), json.dumps(heard.infer)
-            soak.record("webrtc", client, at, status, wait_s=heard.stop_to_infer, detail=detail)
+            soak.record(
+                "webrtc", client, at, status, wait_s=heard.stop_to_infer, audio_s=clip.pcm.seconds, detail=detail
+            )
             await peer.detach()
             await asyncio.sleep(soak.pause * soak.random.uniform(0.5, 1.5))
             peer.attach(PlayedTrack())
@@ -512,7 +530,7 @@ async def run(args: argparse.Namespace, stack: ExitStack) -> dict:
     return {
         "kinds": kinds,
         "traffic_s": finished,
-        "summary": summarise(soak.outcomes, samples, idle, after, args),
+        "summary": summarise(soak.outcomes, samples, idle, after, args, finished),
         "outcomes": [asdict(o) for o in soak.outcomes],
         "samples": [asdict(s) for s in samples],
         "server_log_errors": [
@@ -532,6 +550,7 @@ def summarise(
     idle: Sample | None,
     after: dict[str, float],
     args: argparse.Namespace,
+    traffic_s: float,
 ) -> dict:
     kinds: dict[str, dict] = {}
     for kind in sorted({o.kind for o in outcomes}):
@@ -544,6 +563,7 @@ def summarise(
             "p95_s": percentile(waits, 95),
             "p99_s": percentile(waits, 99),
             "max_s": max(waits, default=None),
+            "audio_per_s": sum(o.audio_s for o in mine if o.status == "ok") / traffic_s,
         }
     warm = args.warmup * 60
     measured = [s for s in samples if s.at >= warm]
@@ -588,12 +608,13 @@ def report(document: dict, out: Path) -> None:
         f"{summary['aborted']} aborted on purpose, {summary['error']} unexpected errors"
     )
     print()
-    print("| kind | requests | ok | busy | aborted | errors | wait p50 | p95 | p99 | max |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| kind | requests | ok | busy | aborted | errors | audio s/s | wait p50 | p95 | p99 | max |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for kind, row in summary["kinds"].items():
         print(
             f"| {kind} | {row['requests']} | {row['ok']} | {row['busy']} | {row['aborted']} | {row['error']} | "
-            f"{fmt_s(row['p50_s'])} | {fmt_s(row['p95_s'])} | {fmt_s(row['p99_s'])} | {fmt_s(row['max_s'])} |"
+            f"{fmt(row['audio_per_s'], '{:.2f}')} | {fmt_s(row['p50_s'])} | {fmt_s(row['p95_s'])} | "
+            f"{fmt_s(row['p99_s'])} | {fmt_s(row['max_s'])} |"
         )
     print()
     growth = summary["rss_growth"]

@@ -328,7 +328,7 @@ class _Utterance:
             raise ConnectionError("the data channel is closed") from err
 
     def end(self, err: WisError | None) -> None:
-        self.listener.stopped = True
+        self.listener.close()
         self.session.close()
         if err is None:
             self._request.done()
@@ -336,7 +336,7 @@ class _Utterance:
             self._request.failed(err)
 
     def cancel(self) -> None:
-        self.listener.stopped = True
+        self.listener.close()
         self.session.close()
         self._request.done("cancelled")
 

@@ -28,7 +28,7 @@ class Listener:
         self.session = session
         self.stopped = False  # no more frames are taken once the utterance is stopped
         self._executor = executor
-        self._resampler = av.AudioResampler(format="flt", layout="mono", rate=WHISPER_RATE)
+        self._resampler: av.AudioResampler | None = av.AudioResampler(format="flt", layout="mono", rate=WHISPER_RATE)
         self._frames: list[av.AudioFrame] = []
         self._held = 0.0  # seconds in _frames
         self._lock = asyncio.Lock()  # one resampling at a time, in order
@@ -52,6 +52,12 @@ class Listener:
         async with self._lock:
             await self._feed(flush=True)
 
+    def close(self) -> None:
+        """Free the resampler now: its filter graph holds two FFmpeg threads, and an utterance is only
+        collected with its session (they refer to each other) when the garbage collector comes round."""
+        self.stopped = True
+        self._resampler = None
+
     async def _feed(self, flush: bool) -> None:
         frames, self._frames, self._held = self._frames, [], 0.0
         if not frames and not flush:
@@ -62,12 +68,13 @@ class Listener:
             self.session.feed_samples(samples)
 
     def _resample(self, frames: list[av.AudioFrame], flush: bool) -> np.ndarray:
+        resampler = self._resampler  # close() may come meanwhile; this call finishes with it
         out: list[av.AudioFrame] = []
-        for frame in frames:
+        for frame in frames if resampler is not None else []:
             frame.pts = None  # a detached track leaves gaps in time; the session wants only the sound
-            out += self._resampler.resample(frame)
-        if flush:
-            out += self._resampler.resample(None)
+            out += resampler.resample(frame)
+        if flush and resampler is not None:
+            out += resampler.resample(None)
         if not out:
             return np.zeros(0, dtype=np.float32)
         return np.concatenate([piece.to_ndarray()[0] for piece in out])

@@ -19,9 +19,12 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import av
 import httpx
+import numpy as np
 import pytest
 from aioice.ice import get_host_addresses
 from aiortc import RTCConfiguration, RTCPeerConnection, RTCSessionDescription
@@ -29,6 +32,7 @@ from helpers import CORPUS, ROOT, Server, assert_clean_log, normalise, start_ser
 from rtc_client import Client, PlayedTrack, speech
 
 from rtc import ice
+from rtc.track import Listener
 from wyoming_wis.config import PortRange, Settings
 
 MAX_SESSIONS = 3
@@ -337,6 +341,41 @@ async def test_a_client_that_vanishes_is_dropped_after_the_idle_timeout(rtc_serv
         ),
     ],
 )
+class _Heard:
+    """Stands in for the ASR session: keeps what the listener feeds it."""
+
+    def __init__(self) -> None:
+        self.samples: list[np.ndarray] = []
+
+    def feed_samples(self, samples: np.ndarray) -> None:
+        self.samples.append(samples)
+
+
+def _threads() -> int:
+    return len(list(Path("/proc/self/task").iterdir()))
+
+
+async def test_an_ended_utterance_gives_back_its_resampler_threads() -> None:
+    """FFmpeg's resampler runs two threads; an utterance must not keep them until the garbage collector runs.
+
+    The soak benchmark found them piling up, two per utterance, to 105 threads for two browsers.
+    """
+    with ThreadPoolExecutor(1) as executor:
+        executor.submit(int).result()  # its one thread exists before counting
+        before = _threads()
+        heard = _Heard()
+        listener = Listener(heard, executor)  # type: ignore[arg-type]
+        for index in range(5):
+            frame = av.AudioFrame.from_ndarray(np.full((1, 1920), 1000, dtype=np.int16), format="s16", layout="stereo")
+            frame.sample_rate, frame.pts = 48000, index * 960
+            listener.add(frame)
+        await listener.drain()
+        assert sum(len(piece) for piece in heard.samples) > 1000  # resampled to 16 kHz mono
+        assert _threads() > before  # the filter graph's threads
+        listener.close()
+        assert _threads() == before
+
+
 def test_rtc_settings(argv: list[str], expected: tuple) -> None:
     settings = Settings.from_args(argv, environ={})
     got = (str(settings.rtc_ports), settings.rtc_stun, settings.rtc_turn, settings.rtc_max_sessions)
