@@ -15,7 +15,7 @@ from wyoming.server import AsyncStdioServer, AsyncTcpServer
 
 import http_api
 
-from . import __version__
+from . import __version__, memory
 from .config import Settings
 from .core import Core
 from .discovery import Announcement, announce_address, stable_name
@@ -78,6 +78,8 @@ async def serve(settings: Settings) -> None:
     waiters: list[asyncio.Task[Any]] = [asyncio.create_task(stopping.wait())]
     if settings.unload_after:
         waiters.append(asyncio.create_task(core.unload_idle_models()))
+    if (trim := memory.trimmer()) is not None:
+        waiters.append(asyncio.create_task(memory.trim_forever(trim)))
     for server, uri in zip(servers, settings.uri, strict=True):
         if isinstance(server, AsyncStdioServer):
             waiters.append(asyncio.create_task(server.run(handler_factory)))  # ends at end of input
