@@ -212,3 +212,11 @@ async def test_cache_stays_under_its_size_cap(tmp_path: Path) -> None:
     total = sum(path.stat().st_size for path in tmp_path.glob("*/*.pcm"))
     assert 0 < total <= 100_000
     assert await cache.get("11" + "0" * 62) == bytes(20_000)  # the newest stay
+
+
+def test_voice_sessions_keep_no_plan_per_phrase_length(joe: PiperEngine) -> None:
+    """onnxruntime keeps a memory plan per input shape when asked; every phrase length is a new shape, so a busy
+    server's memory grew without end (bench/soak.py). Every session the voice runs must have it off."""
+    parts = [joe._front] + ([joe._decoder] if joe._decoder is not None else [])
+    sessions = [session for part in parts for session in (part.alone, part.shared)]
+    assert sessions and all(not s.get_session_options().enable_mem_pattern for s in sessions)
