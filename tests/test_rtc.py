@@ -329,18 +329,6 @@ async def test_a_client_that_vanishes_is_dropped_after_the_idle_timeout(rtc_serv
     assert "nothing heard for" in rtc_server.log
 
 
-@pytest.mark.parametrize(
-    ("argv", "expected"),
-    [
-        ([], ("10000-10049", None, None, 16, 300.0)),
-        (["--rtc-ports", "any", "--rtc-stun", "stun:s.example:3478"], ("any", "stun:s.example:3478", None, 16, 300)),
-        (
-            ["--rtc-ports", "20000-20000", "--rtc-turn", "turn:t.example?transport=tcp", "--rtc-turn-user", "u"]
-            + ["--rtc-turn-password", "p", "--rtc-max-sessions", "2", "--rtc-idle-timeout", "30"],
-            ("20000-20000", None, "turn:t.example?transport=tcp", 2, 30.0),
-        ),
-    ],
-)
 class _Heard:
     """Stands in for the ASR session: keeps what the listener feeds it."""
 
@@ -376,6 +364,18 @@ async def test_an_ended_utterance_gives_back_its_resampler_threads() -> None:
         assert _threads() == before
 
 
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        ([], ("10000-10049", None, None, 16, 300.0)),
+        (["--rtc-ports", "any", "--rtc-stun", "stun:s.example:3478"], ("any", "stun:s.example:3478", None, 16, 300)),
+        (
+            ["--rtc-ports", "20000-20000", "--rtc-turn", "turn:t.example?transport=tcp", "--rtc-turn-user", "u"]
+            + ["--rtc-turn-password", "p", "--rtc-max-sessions", "2", "--rtc-idle-timeout", "30"],
+            ("20000-20000", None, "turn:t.example?transport=tcp", 2, 30.0),
+        ),
+    ],
+)
 def test_rtc_settings(argv: list[str], expected: tuple) -> None:
     settings = Settings.from_args(argv, environ={})
     got = (str(settings.rtc_ports), settings.rtc_stun, settings.rtc_turn, settings.rtc_max_sessions)
