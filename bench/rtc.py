@@ -31,19 +31,14 @@ sys.path.insert(1, str(Path(__file__).resolve().parents[1] / "tests"))
 from asr import Recording, lj_recordings, transcribe, wer  # noqa: E402  (bench/ is not a package)
 from common import (  # noqa: E402
     CACHE,
-    HOST,
     ROOT,
     fmt,
     fmt_s,
-    free_port,
     log,
     median,
-    offline_env,
     percentile,
     run_and_record,
-    start_server,
-    stop_servers,
-    wait_ready,
+    start_all_frontends,
 )
 from rtc_client import RATE, Client, PlayedTrack  # noqa: E402  (tests/rtc_client.py: the browser stand-in)
 
@@ -103,26 +98,9 @@ async def over_wyoming(port: int, recordings: Sequence[Recording]) -> list[Resul
 
 
 async def run(args: argparse.Namespace, stack: ExitStack) -> dict:
-    port, http_port = free_port(), free_port()
-    argv = [
-        sys.executable,
-        "-m",
-        "wyoming_wis",
-        "--uri",
-        f"tcp://{HOST}:{port}",
-        "--http-host",
-        HOST,
-        "--http-port",
-        str(http_port),
-        "--data-dir",
-        str(CACHE / "data"),
-        "--rtc-ports",
-        "any",
-    ]
-    server = start_server("ours", argv, port, offline_env(CACHE / "home"), ROOT, CACHE / "logs")
-    stack.callback(stop_servers, [server])
-    await wait_ready(server)
-    url = f"http://{HOST}:{http_port}/api/rtc/asr"
+    server, http_url = await start_all_frontends("ours", CACHE / "data", stack)
+    port = server.port
+    url = http_url + "/api/rtc/asr"
     recordings = lj_recordings()
     await over_wyoming(port, recordings[:1])  # warm up
     results: list[Result] = []

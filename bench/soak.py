@@ -69,15 +69,11 @@ from common import (  # noqa: E402
     decode_audio,
     fmt,
     fmt_s,
-    free_port,
     log,
-    offline_env,
     percentile,
     process_cpu_seconds,
     run_and_record,
-    start_server,
-    stop_servers,
-    wait_ready,
+    start_all_frontends,
 )
 from rtc_client import RATE as RTC_RATE  # noqa: E402  (tests/rtc_client.py: the browser stand-in)
 from rtc_client import Client, PlayedTrack  # noqa: E402
@@ -492,26 +488,8 @@ async def leftovers(http_url: str) -> dict[str, float]:
 
 
 async def run(args: argparse.Namespace, stack: ExitStack) -> dict:
-    port, http_port = free_port(), free_port()
-    argv = [
-        sys.executable,
-        "-m",
-        "wyoming_wis",
-        "--uri",
-        f"tcp://{HOST}:{port}",
-        "--http-host",
-        HOST,
-        "--http-port",
-        str(http_port),
-        "--data-dir",
-        str(CACHE / "soak-data"),
-        "--rtc-ports",
-        "any",
-    ]
-    server = start_server("soak", argv, port, offline_env(CACHE / "home"), ROOT, CACHE / "logs")
-    stack.callback(stop_servers, [server])
-    await wait_ready(server)
-    http_url = f"http://{HOST}:{http_port}"
+    server, http_url = await start_all_frontends("soak", CACHE / "soak-data", stack)
+    port = server.port
     began = time.monotonic()
     soak = Soak(port, http_url, began, began + 60 * (args.warmup + args.minutes), args.pause)
     kinds = [ORDER[i % len(ORDER)] for i in range(args.clients)]
