@@ -26,7 +26,9 @@ included). The server's resident memory, threads and open files are sampled ever
 `--sample` seconds; growth is the median of the last minute over the median of
 the first minute after `--warmup`. After the run the clients stop, and the
 server's /metrics must show no request in progress, no queued model call and no
-WebRTC session left.
+WebRTC session left; after a trim pass (wyoming_wis/memory.py) the idle server's
+resident memory is sampled once more, to tell memory held from memory only not yet
+given back.
 
     .venv/bin/python bench/soak.py [--minutes 10] [--warmup 2] [--clients 16]
 """
@@ -78,6 +80,8 @@ from common import (  # noqa: E402
 from rtc_client import RATE as RTC_RATE  # noqa: E402  (tests/rtc_client.py: the browser stand-in)
 from rtc_client import Client, PlayedTrack  # noqa: E402
 from tts import TEXTS, Text, synthesize, voice_files, voice_format  # noqa: E402
+
+from wyoming_wis.memory import TRIM_SECONDS  # noqa: E402
 
 ORDER = [  # client i runs ORDER[i % len(ORDER)]: 16 clients get the mix in the docstring
     "wyoming-asr",
@@ -504,6 +508,7 @@ async def run(args: argparse.Namespace, stack: ExitStack) -> dict:
     await asyncio.sleep(5)  # let the server notice the last hang-ups
     after = await leftovers(http_url)
     watching.cancel()
+    await asyncio.sleep(TRIM_SECONDS + 5)  # idle long enough for a trim: what stays resident is held, not free
     idle = sample(server, soak.now())
     return {
         "kinds": kinds,
@@ -564,6 +569,7 @@ def summarise(
         "rss_growth": end / base - 1 if base and end else None,
         "rss_max_mib": max((s.rss_mib for s in samples), default=None),
         "rss_slope_mib_per_hour": slope,
+        "rss_idle_mib": idle.rss_mib if idle else None,
         "threads_after_warmup": max((s.threads for s in measured if s.at < warm + 60), default=None),
         "threads_max": max((s.threads for s in samples), default=None),
         "threads_idle": idle.threads if idle else None,
@@ -601,7 +607,8 @@ def report(document: dict, out: Path) -> None:
         f"{fmt(summary['rss_after_warmup_mib'], '{:.0f}')} MiB after warm-up, {fmt(summary['rss_end_mib'], '{:.0f}')} "
         f"MiB at the end (growth {fmt(growth and growth * 100, '{:+.1f}')} %, target < 5 %), max "
         f"{fmt(summary['rss_max_mib'], '{:.0f}')} MiB; trend after warm-up "
-        f"{fmt(summary['rss_slope_mib_per_hour'], '{:+.0f}')} MiB/hour"
+        f"{fmt(summary['rss_slope_mib_per_hour'], '{:+.0f}')} MiB/hour; {fmt(summary.get('rss_idle_mib'), '{:.0f}')} "
+        "MiB idle after"
     )
     print(
         f"Threads: {summary['threads_after_warmup']} after warm-up, max {summary['threads_max']}, "
