@@ -27,6 +27,7 @@ _LOGGER = logging.getLogger("wyoming_wis")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
+    memory.limit_heaps()  # before any worker thread takes a heap of its own
     settings = Settings.from_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if settings.debug else logging.INFO,

@@ -10,7 +10,6 @@ same steps on audio that is still arriving.
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import logging
 import threading
 import time
@@ -20,6 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from faster_whisper import WhisperModel
 
+from .. import memory
 from ..audio import WHISPER_RATE
 from ..catalog import Found
 from ..errors import UnsupportedLanguage
@@ -208,7 +208,8 @@ class WhisperEngine:
             ):
                 return False
             self.model.model.unload_model()
-        _release_free_memory()
+        if (trim := memory.trimmer()) is not None:
+            trim()  # so that the unload shows in the process's memory
         _LOGGER.info("Unloaded Whisper %s after %.0f s idle", self.name, idle_seconds)
         return True
 
@@ -245,11 +246,3 @@ def _transcript(pieces: list[Piece], decoded: list[Decoded], samples: int, optio
             )
     language = next((result.language for result in decoded if result.text), options.language)
     return Transcript(" ".join(segment.text for segment in segments), language, samples / WHISPER_RATE, segments)
-
-
-def _release_free_memory() -> None:
-    """Hand freed heap back to the system, so an unload shows in the process's memory."""
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc
-        pass
