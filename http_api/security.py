@@ -11,7 +11,6 @@ data; the pages ask the user for the key and send it themselves.
 from __future__ import annotations
 
 import hmac
-import logging
 import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -25,7 +24,6 @@ from wyoming_wis.errors import StartupError
 
 from .errors import ApiError
 
-_LOGGER = logging.getLogger(__name__)
 REALM = "wyoming-wis"
 OPEN_RESOURCES = frozenset(
     {"/health", "/api/docs", "/api/docs/{asset}", "/api/openapi.json", "/", "/rtc", "/static/{asset}"}
@@ -106,9 +104,7 @@ def require(creds: Credentials) -> Callable[..., Awaitable[web.StreamResponse]]:
         resource = request.match_info.route.resource
         if (resource is not None and resource.canonical in OPEN_RESOURCES) or creds.accepts(request.headers):
             return await handler(request)
-        shown = "Authorization" in request.headers or "X-API-Key" in request.headers
-        _LOGGER.debug("401 for %s %s from %s", request.method, request.path, request.remote)
-        return creds.challenge(shown).response()
+        raise creds.challenge("Authorization" in request.headers or "X-API-Key" in request.headers)
 
     return require_credentials
 

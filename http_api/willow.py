@@ -17,7 +17,6 @@ voice from `audio_file` (XTTS), as WIS's XTTS container does.
 
 from __future__ import annotations
 
-import logging
 import time
 
 from aiohttp import web
@@ -35,7 +34,6 @@ from .openai_speech import MAX_INPUT, send_speech
 from .openai_transcriptions import feed_file
 from .state import core_of, in_thread
 
-_LOGGER = logging.getLogger(__name__)
 routes = web.RouteTableDef()
 
 
@@ -55,10 +53,7 @@ async def tts(request: web.Request) -> web.StreamResponse:
     if len(text) > MAX_INPUT:
         raise bad_field("text", f"'text' is {len(text)} characters; the limit is {MAX_INPUT}")
     await core.refresh_voices()
-    voice = query.get("voice") or query.get("speaker")
-    if voice and not core.voices.taken(voice):
-        _LOGGER.debug("Willow TTS: no voice %r, speaking with the default", voice)  # e.g. legacy speaker=CLB
-        voice = None
+    voice = query.get("voice") or query.get("speaker")  # an unknown one (WIS's legacy speaker=CLB) gets a substitute
     language = fields.text(query.get("language"), "language")
     stream = await core.speech_stream(voice, None, language, None, "nocache" not in query)
     stream.write(text)

@@ -81,8 +81,10 @@ class Peer:
         limits: Limits,
         executor: Executor | None,
         on_closed: Callable[[Peer], None],
+        remote: str = "local",
     ) -> None:
         self.id = next(_IDS)
+        self.remote = remote  # the browser's address, for the log
         self.pc = pc
         self.closed = False
         self._core = core
@@ -170,7 +172,7 @@ class Peer:
             else:
                 self._stop(channel, Params.parse(message.obj, "stop's obj"))
         except (BadMessage, WisError) as err:
-            _send(channel, messages.error(err.message, err.code))
+            self._refuse(channel, err)
         except Exception:  # raised here it would reach aiortc's SCTP transport: log it, answer, carry on
             _LOGGER.exception("WebRTC connection %d: unexpected error handling a message", self.id)
             _send(channel, messages.error("Internal error; see the server log", "internal-error"))
@@ -209,7 +211,7 @@ class Peer:
             transcript = await self._transcribe(utterance, params)
         except WisError as err:
             utterance.end(err)
-            _send(utterance.channel, messages.error(err.message, err.code))
+            self._refuse(utterance.channel, err)
             return
         except BaseException:
             utterance.cancel()
@@ -269,7 +271,12 @@ class Peer:
                 if self._utterance is utterance:
                     self._utterance = None
                 utterance.end(err)
-                _send(utterance.channel, messages.error(err.message, err.code))
+                self._refuse(utterance.channel, err)
+
+    def _refuse(self, channel: RTCDataChannel, err: BadMessage | WisError) -> None:
+        """Tell the browser what went wrong, and the log whose mistake it was."""
+        _LOGGER.warning("WebRTC client %s (connection %d): %s (%s)", self.remote, self.id, err.message, err.code)
+        _send(channel, messages.error(err.message, err.code))
 
     # -- upkeep ---------------------------------------------------------------------
 

@@ -71,6 +71,7 @@ async def offer(request: web.Request) -> web.Response:
         peers.limits,
         request.app[CODEC_THREADS],
         peers.open.discard,
+        request.remote or "local",
     )
     peers.open.add(peer)  # before any await: the count is the cap's
     try:

@@ -10,6 +10,7 @@ from helpers import Server, assert_clean_log, start_server
 
 MAX_AUDIO_SECONDS = 60
 MAX_TEXT_CHARS = 2000
+collect_ignore = ["ha"]  # the Home Assistant suites run in their own venvs: ./run.sh test ha
 
 
 @pytest.fixture(scope="session")

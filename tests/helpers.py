@@ -106,15 +106,17 @@ def start_server(
     timeout: float = 180,
     env: dict[str, str] | None = None,
     launcher: Sequence[str] = ("-m", "wyoming_wis"),
+    wrapper: Sequence[str] = (),
 ) -> Server:
     """Run `python -m wyoming_wis` (with `env` added to its environment) and wait until it listens (its log says so).
 
-    `launcher` replaces `-m wyoming_wis`, for a script that changes the server before running it (faulty_server.py).
+    `launcher` replaces `-m wyoming_wis`, for a script that changes the server before running it (faulty_server.py);
+    `wrapper` runs it under another program (strace).
     """
     workdir.mkdir(parents=True, exist_ok=True)
     port = port or free_port()
     log_path = workdir / f"server-{port}.log"
-    argv = [sys.executable, *launcher, *args]
+    argv = [*wrapper, sys.executable, *launcher, *args]
     if not any(arg.startswith("--uri") for arg in args):
         argv += ["--uri", f"tcp://{host}:{port}"]
     http_port = None
@@ -167,12 +169,12 @@ class Pcm:
 _AV_FORMATS = {1: "u8", 2: "s16", 4: "s32"}
 
 
-def load_audio(path: Path, rate: int = 16000, width: int = 2, channels: int = 1) -> Pcm:
-    """Decode any file PyAV reads into PCM of the given format."""
+def load_audio(source: Path | bytes, rate: int = 16000, width: int = 2, channels: int = 1) -> Pcm:
+    """Decode any file PyAV reads (a path, or its bytes) into PCM of the given format."""
     layout = "mono" if channels == 1 else "stereo" if channels == 2 else f"{channels}c"
     resampler = av.AudioResampler(format=_AV_FORMATS[width], layout=layout, rate=rate)
     out = bytearray()
-    with av.open(str(path)) as container:
+    with av.open(io.BytesIO(source) if isinstance(source, bytes) else str(source)) as container:
         for frame in container.decode(audio=0):
             for piece in resampler.resample(frame):
                 out += piece.to_ndarray().tobytes()

@@ -200,7 +200,8 @@ def error_of(err: openai.APIStatusError) -> dict[str, object]:
 @pytest.mark.parametrize(
     ("fields", "status", "param"),
     [
-        ({"voice": "nobody"}, 404, "voice"),
+        ({"speaker": "bob"}, 404, "speaker"),
+        ({"input": " ... "}, 400, "input"),  # nothing to say
         ({"model": "no-such-model"}, 404, "model"),
         ({"speed": 5}, 400, "speed"),
         ({"response_format": "ogg"}, 400, "response_format"),
@@ -211,8 +212,9 @@ def error_of(err: openai.APIStatusError) -> dict[str, object]:
 )
 def test_speech_errors(client: openai.OpenAI, fields: dict[str, object], status: int, param: str) -> None:
     request = {"model": "tts-1", "voice": "alloy", "input": "Hello.", **fields}
+    ours = {name: request.pop(name) for name in ("speaker",) if name in request}  # beyond OpenAI's fields
     with pytest.raises(openai.APIStatusError) as caught:
-        client.audio.speech.create(**request)  # type: ignore[arg-type]
+        client.audio.speech.create(**request, extra_body=ours)  # type: ignore[arg-type]
     assert caught.value.status_code == status
     error = error_of(caught.value)
     assert error["param"] == param and error["type"] == "invalid_request_error" and error["message"]

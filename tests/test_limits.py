@@ -382,7 +382,8 @@ async def test_a_model_call_that_raises(
             async with AsyncTcpClient("127.0.0.1", wyoming_server.port) as client:
                 failed = await transcribe(client, pcm)
                 assert failed.type == "error" and failed.data["code"] == "internal-error", failed
-                assert (await transcribe(client, pcm)).type == "transcript"  # same connection, same model
+            async with AsyncTcpClient("127.0.0.1", wyoming_server.port) as client:
+                assert (await transcribe(client, pcm)).type == "transcript"  # the same model answers
                 await client.write_event(Synthesize(text="This one fails.").event())
                 failed = (await read_until(client, "audio-stop", timeout=30))[-1]
                 assert failed.type == "error" and failed.data["code"] == "internal-error", failed

@@ -88,9 +88,10 @@ async def done(server: Server) -> AsyncIterator[Done]:
             await client.write_event(Synthesize(text=streamed_text, voice=SynthesizeVoice(name=VOICE)).event())
             await client.write_event(SynthesizeStop().event())
             streamed = collect_speech(await read_until(client, "synthesize-stopped"))
-            await client.write_event(Synthesize(text="Hello.", voice=SynthesizeVoice(name="no-such-voice")).event())
+            stranger = SynthesizeVoice(name=VOICE, speaker="bob")
+            await client.write_event(Synthesize(text="Hello.", voice=stranger).event())
             refused = (await read_until(client, "audio-stop"))[-1]
-            assert refused.type == "error" and refused.data["code"] == "unknown-voice", refused
+            assert refused.type == "error" and refused.data["code"] == "unknown-speaker", refused
 
         api = openai.AsyncOpenAI(base_url=server.http_url + "/v1", api_key="unused", max_retries=0, timeout=120)
         with SHORT.open("rb") as file:
@@ -135,7 +136,7 @@ def test_requests_are_counted_by_frontend_route_and_status(done: Done) -> None:
     assert done.delta("wis_requests_total", **wyoming, route="transcribe", status="ok") == 1
     assert done.delta("wis_requests_total", **wyoming, route="synthesize", status="ok") == 1
     assert done.delta("wis_requests_total", **wyoming, route="synthesize-stream", status="ok") == 1
-    assert done.delta("wis_requests_total", **wyoming, route="synthesize", status="unknown-voice") == 1
+    assert done.delta("wis_requests_total", **wyoming, route="synthesize", status="unknown-speaker") == 1
     http = {"frontend": "http"}
     assert done.delta("wis_requests_total", **http, route="/v1/audio/transcriptions", status="200") == 1
     assert done.delta("wis_requests_total", **http, route="/v1/audio/speech", status="200") == 3

@@ -67,7 +67,7 @@ def wav_pcm(data: bytes) -> Pcm:
 
 
 async def test_wyoming_client_gets_an_error_then_is_served(faulty: Server) -> None:
-    """On one connection: a failed transcription, a real one, a failed synthesis, a real one."""
+    """A failed transcription, a real one, a failed synthesis, a real one; a failure ends its connection."""
     pcm = load_audio(SPOKEN)
     log = LogWatch(faulty)
     async with faulty.client() as client:
@@ -76,7 +76,9 @@ async def test_wyoming_client_gets_an_error_then_is_served(faulty: Server) -> No
         failed = (await read_until(client, "transcript"))[-1]
         assert failed.type == "error", failed
         assert failed.data == wyoming_error("audio-stop")
+        assert await client.read_event() is None
 
+    async with faulty.client() as client:
         await client.write_event(Transcribe(transcript_terms=["Gutenberg"]).event())
         await send_audio(client, pcm)
         heard = (await read_until(client, "transcript"))[-1]
@@ -86,7 +88,9 @@ async def test_wyoming_client_gets_an_error_then_is_served(faulty: Server) -> No
         failed = (await read_until(client, "audio-stop", timeout=30))[-1]
         assert failed.type == "error", failed
         assert failed.data == wyoming_error("synthesize")
+        assert await client.read_event() is None
 
+    async with faulty.client() as client:
         speech = await synthesize(client, "The kitchen lights are on.")
         assert speech.stops == 1 and speech.pcm.seconds > 0.8 and rms(speech.pcm) > 0.02, speech.pcm.seconds
     assert log.failures() == [ASR_FAILURE, TTS_FAILURE]

@@ -230,6 +230,8 @@ async def test_bad_messages_get_errors_and_the_connection_carries_on(rtc_server:
     ], errors
     assert all(error["message"] for error in errors)
     assert pong == {"type": "pong"}
+    warned = [line for line in rtc_server.log.splitlines() if "WARNING" in line and "WebRTC client 127.0.0.1" in line]
+    assert len(warned) >= len(sent), warned  # each mistake is logged with the browser's address
 
 
 async def test_bad_signalling_is_refused_in_the_error_envelope(rtc_server: Server) -> None:

@@ -14,7 +14,7 @@ from wyoming.tts import Synthesize, SynthesizeVoice
 from wyoming_wis.catalog import Catalog
 from wyoming_wis.errors import BadRequest, UnknownVoice
 from wyoming_wis.tts import SpeechParams
-from wyoming_wis.tts.voices import OPENAI_VOICES, VoiceRegistry
+from wyoming_wis.tts.voices import MAX_UNKNOWN_NAMES, OPENAI_VOICES, VoiceRegistry
 
 JOE = "en_US-joe-medium"
 
@@ -48,6 +48,22 @@ def test_every_voice_on_disk_is_listed_and_openai_names_map_to_the_default(tmp_p
     assert voices.get("Nova").name == JOE  # OpenAI names in any case
     assert voices.get(language="en-GB").name == "en_GB-other-medium"
     assert voices.get(language="en").name == JOE  # the default, when it speaks the language
+    assert voices.get(language="EN_gb").name == "en_GB-other-medium"
+    with pytest.raises(UnknownVoice, match="No voice for language 'fr'"):
+        voices.get(language="fr")
+
+
+def test_a_name_that_leads_nowhere_gets_a_voice_of_its_language(tmp_path: Path, caplog) -> None:
+    voices = registry(data_dir_with_second_voice(tmp_path))
+    assert voices.get("en_GB-alan-medium").name == "en_GB-other-medium"  # British, as the name says
+    assert voices.get("en_AU-karen-medium").name == JOE  # English: the default speaks it
+    assert voices.get("de_DE-thorsten-high").name == JOE  # no German voice: the default
+    assert voices.get("en_GB-alan-medium").name == "en_GB-other-medium"
+    warned = [record.getMessage() for record in caplog.records if record.levelname == "WARNING"]
+    assert len(warned) == 3 and "'en_GB-alan-medium'" in warned[0], warned  # once per name
+    for number in range(1000):  # a client inventing names cannot grow what is remembered
+        voices.get(f"made-up-{number}")
+    assert len(voices._unknown) == MAX_UNKNOWN_NAMES
 
 
 def test_manifest_voices_and_mappings_reload_without_restart(tmp_path: Path) -> None:
@@ -74,8 +90,7 @@ def test_manifest_voices_and_mappings_reload_without_restart(tmp_path: Path) -> 
     write_manifest(folder, {"voices": {"quick": {"model": JOE, "speed": 1.5}}})
     voices.refresh(force=True)
     assert voices.get("quick").params(SpeechParams()).speed == 1.5
-    with pytest.raises(UnknownVoice):
-        voices.get("butler")
+    assert voices.find("butler") is None and voices.get("butler").name == JOE  # gone: the default speaks
 
     write_manifest(folder, "{not json")
     voices.refresh(force=True)

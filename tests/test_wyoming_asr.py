@@ -65,6 +65,9 @@ async def test_language_forced_and_detected(server) -> None:
         forced = await transcribe(client, pcm, language="de")
         region = await transcribe(client, pcm, language="en-US")
         auto = await transcribe(client, pcm, language="auto")
+        spelled = {tag: await transcribe(client, pcm, language=tag) for tag in ("EN_us", "zh-Hans", "pt-BR")}
+    assert {tag: heard.data["language"] for tag, heard in spelled.items()} == {"EN_us": "en", "zh-Hans": "zh",
+                                                                              "pt-BR": "pt"}  # fmt: skip
     assert detected.data["language"] == "en"
     assert forced.data["language"] == "de"  # the forced language is reported as given
     assert region.data["language"] == "en"
@@ -85,6 +88,7 @@ async def test_model_chosen_by_name_and_by_select_program(server) -> None:
         assert refused.type == "error" and refused.data["code"] == "unsupported-language"
         assert "tiny.en" in refused.data["text"]
 
+    async with server.client() as client:  # an error ends its connection
         default = await transcribe(client, pcm, language="de")  # base speaks German
         assert default.type == "transcript"
 

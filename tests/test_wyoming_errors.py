@@ -1,4 +1,9 @@
-"""Every client mistake gets an `error` with a stable code, and service goes on."""
+"""Every client mistake gets an `error` with a stable code, then the end of the connection; service goes on.
+
+Home Assistant's client ignores `error` events and waits for the transcript or the
+audio-stop it asked for: only the end of the stream ends its wait, so a failed
+request always ends its connection (a failed select-program does not).
+"""
 
 from __future__ import annotations
 
@@ -11,12 +16,18 @@ from helpers import corpus, load_audio, read_until, send_audio, silence, start_s
 from wyoming.asr import Transcribe
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.event import Event, async_read_event
+from wyoming.info import SelectProgram
 from wyoming.ping import Ping
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeVoice
 
 
+async def assert_hung_up(client) -> None:
+    """The connection ends within a second of the error: nothing more comes."""
+    assert await asyncio.wait_for(client.read_event(), 1.0) is None
+
+
 async def assert_still_serving(client) -> None:
-    """The same connection still answers, and correctly."""
+    """A connection answers, and correctly."""
     path, reference = corpus()[1]
     heard = await transcribe(client, load_audio(path), name="tiny.en")
     assert heard.type == "transcript" and wer([reference], [heard.data["text"]]) < 0.2
@@ -31,19 +42,20 @@ async def test_unknown_model(server) -> None:
         events = await read_until(client, "transcript")
         assert events[-1].type == "error" and events[-1].data["code"] == "unknown-model"
         assert "large-v9" in events[-1].data["text"] and "base" in events[-1].data["text"]
-        # the failed request's audio is dropped: no transcript follows its audio-stop
-        await client.write_event(Ping(text="next").event())
-        assert [event.type for event in await read_until(client, "pong")] == ["pong"]
+        await assert_hung_up(client)  # no transcript follows: the failed request's audio was dropped
+    warned = [line for line in server.log.splitlines() if "large-v9" in line]
+    assert warned and "WARNING" in warned[0] and "127.0.0.1:" in warned[0] and "unknown-model" in warned[0], warned
+    async with server.client() as client:
         await assert_still_serving(client)
 
 
-async def test_unknown_voice(server) -> None:
+async def test_no_voice_for_the_language(server) -> None:
     async with server.client() as client:
-        await client.write_event(Synthesize(text="Hello.", voice=SynthesizeVoice(name="en_GB-nobody-low")).event())
+        await client.write_event(Synthesize(text="Bonjour.", voice=SynthesizeVoice(language="fr")).event())
         events = await read_until(client, "audio-stop")
         assert events[-1].type == "error" and events[-1].data["code"] == "unknown-voice"
         assert "en_US-joe-medium" in events[-1].data["text"]
-        await assert_still_serving(client)
+        await assert_hung_up(client)
 
 
 @pytest.mark.parametrize(("rate", "width", "channels"), [(16000, 3, 1), (0, 2, 1), (16000, 2, 0), (16000, 2, 64)])
@@ -55,7 +67,7 @@ async def test_unsupported_audio_format(server, rate: int, width: int, channels:
         await client.write_event(AudioStop().event())
         error = (await read_until(client, "transcript"))[-1]
         assert error.type == "error" and error.data["code"] == "unsupported-audio-format"
-        await assert_still_serving(client)
+        await assert_hung_up(client)
 
 
 async def test_audio_longer_than_the_limit(server) -> None:
@@ -66,7 +78,7 @@ async def test_audio_longer_than_the_limit(server) -> None:
         error = (await read_until(client, "transcript"))[-1]
         assert error.type == "error" and error.data["code"] == "audio-too-long"
         assert str(MAX_AUDIO_SECONDS) in error.data["text"]
-        await assert_still_serving(client)
+        await assert_hung_up(client)
 
 
 async def test_text_longer_than_the_limit(server) -> None:
@@ -76,34 +88,47 @@ async def test_text_longer_than_the_limit(server) -> None:
         await client.write_event(Synthesize(text=text).event())
         error = (await read_until(client, "audio-stop"))[-1]
         assert error.type == "error" and error.data["code"] == "text-too-long"
+        await assert_hung_up(client)
 
-        # streamed text past the limit: error, the stream still ends with synthesize-stopped
+    async with server.client() as client:  # streamed text past the limit: the error ends the stream, and the wait
         await client.write_event(SynthesizeStart().event())
         for start in range(0, len(text), 500):
             await client.write_event(SynthesizeChunk(text=text[start : start + 500]).event())
         await client.write_event(SynthesizeStop().event())
         events: list[Event] = []
-        while not events or events[-1].type != "synthesize-stopped":
-            events += await read_until(client, "synthesize-stopped")
+        while (event := await asyncio.wait_for(client.read_event(), 30)) is not None:
+            events.append(event)
         errors = [event for event in events if event.type == "error"]
         assert len(errors) == 1 and errors[0].data["code"] == "text-too-long"
+        assert "synthesize-stopped" not in [event.type for event in events]
+    async with server.client() as client:
         await assert_still_serving(client)
 
 
-async def test_malformed_fields_keep_the_connection(server) -> None:
+@pytest.mark.parametrize(
+    ("event", "waits_for"),
+    [
+        (Event(type="audio-chunk", data={"rate": "fast", "width": 2, "channels": 1}, payload=b"\0\0"), "transcript"),
+        (Event(type="synthesize", data={"text": 42}), "audio-stop"),
+        (Event(type="synthesize", data={}), "audio-stop"),  # no text at all
+    ],
+    ids=["rate-not-a-number", "text-not-a-string", "no-text"],
+)
+async def test_malformed_fields(server, event: Event, waits_for: str) -> None:
     async with server.client() as client:
-        await client.write_event(
-            Event(type="audio-chunk", data={"rate": "fast", "width": 2, "channels": 1}, payload=b"\0\0")
-        )
+        await client.write_event(event)
+        error = (await read_until(client, waits_for))[-1]
+        assert error.type == "error" and error.data["code"] == "bad-request"
+        await assert_hung_up(client)
+    async with server.client() as client:
+        await assert_still_serving(client)
+
+
+async def test_a_failed_select_program_keeps_the_connection(server) -> None:
+    async with server.client() as client:
+        await client.write_event(SelectProgram(name="nobody").event())
         error = (await read_until(client, "pong"))[-1]
-        assert error.type == "error" and error.data["code"] == "bad-request"
-        await client.write_event(AudioStop().event())  # ends the failed request quietly
-        await client.write_event(Event(type="synthesize", data={"text": 42}))
-        error = (await read_until(client, "audio-stop"))[-1]
-        assert error.type == "error" and error.data["code"] == "bad-request"
-        await client.write_event(Event(type="synthesize", data={}))  # no text at all
-        error = (await read_until(client, "audio-stop"))[-1]
-        assert error.type == "error" and error.data["code"] == "bad-request"
+        assert error.type == "error" and error.data["code"] == "unknown-program"
         await assert_still_serving(client)
 
 
@@ -171,3 +196,32 @@ async def test_busy_when_the_queue_is_full(tmp_path, data_dir) -> None:
             assert (await transcribe(client, pcm)).type == "transcript"
     finally:
         assert busy_server.stop() == 0
+
+
+async def _read_like_home_assistant(client, until: str) -> list[str]:
+    """Event types as Home Assistant's wyoming client reads them (homeassistant/components/wyoming/stt.py and
+    tts.py, 2026.2.3): past any `error`, until the event it waits for or the end of the connection."""
+    seen = []
+    while (event := await client.read_event()) is not None:
+        seen.append(event.type)
+        if event.type == until:
+            break
+    return seen
+
+
+@pytest.mark.parametrize("case", ["stt-unsupported-language", "tts-text-too-long", "streamed-tts-nothing-to-say"])
+async def test_a_client_that_ignores_errors_is_not_left_waiting(server, case: str) -> None:
+    async with server.client() as client:
+        if case == "stt-unsupported-language":  # HA sends all its audio first, then reads
+            await client.write_event(Transcribe(language="xx").event())
+            await send_audio(client, silence(2.0))
+            until = "transcript"
+        elif case == "tts-text-too-long":
+            await client.write_event(Synthesize(text="Go on. " * MAX_TEXT_CHARS).event())
+            until = "audio-stop"
+        else:  # HA's streaming path: chunks, the whole text again, stop; it reads until synthesize-stopped
+            for event in (SynthesizeStart(), SynthesizeChunk(text=" ... "), Synthesize(text=" ... "), SynthesizeStop()):
+                await client.write_event(event.event())
+            until = "synthesize-stopped"
+        seen = await asyncio.wait_for(_read_like_home_assistant(client, until), 1.0)
+        assert seen == ["error"], seen

@@ -23,7 +23,8 @@ async def test_synthesize_one_audio_stream_in_the_voice_format(server) -> None:
     async with server.client() as client:
         voice = await advertised_voice(client)
         speech = await synthesize(client, " ".join(SENTENCES))
-    assert voice["name"] == "en_US-joe-medium" and voice["languages"] == ["en_US"]
+    assert voice["name"] == "en_US-joe-medium"
+    assert voice["languages"] == ["en_US", "en-US", "en"]  # Home Assistant takes only a spelling listed
     assert len(speech.starts) == 1 and speech.stops == 1  # Home Assistant reads to the first audio-stop
     assert (speech.pcm.rate, speech.pcm.width, speech.pcm.channels) == (22050, 2, 1)
     assert 2.0 < speech.pcm.seconds < 10.0
@@ -66,14 +67,15 @@ async def test_streaming_synthesis_sentence_by_sentence(server) -> None:
     assert wer([" ".join(SENTENCES)], [heard.data["text"]]) < 0.15, heard.data
 
 
-async def test_voice_by_language_and_speaker_errors(server) -> None:
+async def test_voice_by_language_in_any_spelling(server) -> None:
     async with server.client() as client:
-        for language in ("en_US", "en-US", "en"):
+        for language in ("en_US", "en-US", "en", "EN-us", "en-Latn-US"):
             speech = await synthesize(client, "Hello.", SynthesizeVoice(language=language))
             assert speech.pcm.seconds > 0.3
-        await client.write_event(Synthesize(text="Hello.", voice=SynthesizeVoice(language="fr")).event())
-        error = (await read_until(client, "audio-stop"))[-1]
-        assert error.type == "error" and error.data["code"] == "unknown-voice"
+
+
+async def test_unknown_speaker_is_an_error(server) -> None:
+    async with server.client() as client:
         await client.write_event(
             Synthesize(text="Hello.", voice=SynthesizeVoice(name="en_US-joe-medium", speaker="bob")).event()
         )
@@ -81,29 +83,27 @@ async def test_voice_by_language_and_speaker_errors(server) -> None:
         assert error.type == "error" and error.data["code"] == "unknown-speaker"
 
 
-async def test_stream_always_ends_with_synthesize_stopped(server) -> None:
+@pytest.mark.parametrize("voice", ["en_GB-alan-medium", "set-up-last-year"])
+async def test_a_voice_no_longer_here_speaks_with_a_substitute(server, voice: str) -> None:
+    """Home Assistant keeps the voice it was set up with; after a --voice change it still asks for it."""
+    async with server.client() as client:
+        for _ in range(2):
+            speech = await synthesize(client, "The garage door is open.", SynthesizeVoice(name=voice, speaker="p1"))
+        heard = await transcribe(client, speech.pcm)
+    assert wer(["The garage door is open."], [heard.data["text"]]) <= 0.2, heard.data
+    warnings = [line for line in server.log.splitlines() if "WARNING" in line and repr(voice) in line]
+    assert len(warnings) == 1 and "en_US-joe-medium" in warnings[0], warnings  # logged once, however often asked
+
+
+async def test_stream_ends_with_synthesize_stopped(server) -> None:
     async with server.client() as client:
         # a stop with no stream, as Home Assistant 2025.8 sent to every server
         await client.write_event(SynthesizeStop().event())
         assert (await read_until(client, "synthesize-stopped"))[-1].type == "synthesize-stopped"
 
-        # a stream whose voice is unknown: error, then still stopped
+        # a stream whose voice is not here: spoken with a substitute, then stopped
         await client.write_event(SynthesizeStart(voice=SynthesizeVoice(name="nobody")).event())
         await client.write_event(SynthesizeChunk(text="Hello there. ").event())
         await client.write_event(SynthesizeStop().event())
-        events = await read_until(client, "error")
-        assert events[-1].data["code"] == "unknown-voice"
-        assert (await read_until(client, "synthesize-stopped"))[-1].type == "synthesize-stopped"
-
-        # empty stream: no audio, stopped
-        await client.write_event(SynthesizeStart().event())
-        await client.write_event(SynthesizeStop().event())
-        events = await read_until(client, "synthesize-stopped")
-        assert [event.type for event in events] == ["synthesize-stopped"]
-
-
-@pytest.mark.parametrize("text", ["", "   "])
-async def test_empty_text_gives_empty_audio(server, text: str) -> None:
-    async with server.client() as client:
-        speech = await synthesize(client, text)
-    assert len(speech.starts) == 1 and speech.stops == 1 and speech.pcm.audio == b""
+        speech = collect_speech(await read_until(client, "synthesize-stopped"))
+        assert speech.pcm.seconds > 0.3 and speech.stops == 1

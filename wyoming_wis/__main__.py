@@ -1,34 +1,22 @@
-"""`wyoming-wis`: load every model once, then serve all frontends from one event loop."""
+"""`wyoming-wis`: read the settings, keep everything local, then serve (serve.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import signal
 import sys
 from collections.abc import Sequence
-from functools import partial
-from typing import Any
 from urllib.parse import urlparse
 
-from wyoming.server import AsyncStdioServer, AsyncTcpServer
-
-import http_api
-
-from . import __version__, memory
+from . import memory, offline
 from .config import Settings
-from .core import Core
-from .discovery import Announcement, announce_address, stable_name
 from .errors import StartupError
-from .wyoming import WyomingHandler
-from .wyoming.server import server_for
-
-_LOGGER = logging.getLogger("wyoming_wis")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     memory.limit_heaps()  # before any worker thread takes a heap of its own
     settings = Settings.from_args(argv)
+    offline.keep_local(settings.allow_download)  # before the libraries that read its switches are imported
     logging.basicConfig(
         level=logging.DEBUG if settings.debug else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -39,107 +27,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     for uri in settings.uri:
         if urlparse(uri).scheme not in ("tcp", "unix", "stdio"):
             sys.exit(f"wyoming-wis: --uri {uri!r}: use tcp://HOST:PORT, unix://PATH or stdio://")
+    from .serve import serve  # only now, after keep_local: it imports the models' libraries
+
     try:
         asyncio.run(serve(settings))
     except StartupError as err:
         sys.exit(f"wyoming-wis: {err}")
     except KeyboardInterrupt:
         pass
-
-
-async def serve(settings: Settings) -> None:
-    """Load models, open every URI, announce, and run until SIGINT/SIGTERM."""
-    _LOGGER.info("wyoming-wis %s starting", __version__)
-    # HTTP opens first and answers 503 while the models load; Wyoming ports open once they are loaded.
-    http = None if settings.no_http else http_api.make_app(settings)
-    try:
-        runner = None if http is None else await http_api.start(http, settings.http_host, settings.http_port)
-    except OSError as err:  # most often a second server on the same port
-        raise _cannot_listen(
-            f"http://{settings.http_host}:{settings.http_port}", err, "--http-port, --no-http"
-        ) from err
-    try:
-        core = await asyncio.to_thread(Core.load, settings)
-    except BaseException:
-        if runner is not None:
-            await runner.cleanup()
-        raise
-    if http is not None:
-        http_api.loaded(http, core)
-    handler_factory = partial(WyomingHandler, core=core)
-
-    stopping = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stopping.set)
-
-    # The announced name is settled before any port opens, so it is on disk once the server says it listens.
-    name = None if settings.zeroconf is None else settings.zeroconf or stable_name(settings.data_dir[0])
-    servers = [server_for(uri, settings) for uri in settings.uri]
-    waiters: list[asyncio.Task[Any]] = [asyncio.create_task(stopping.wait())]
-    if settings.unload_after:
-        waiters.append(asyncio.create_task(core.unload_idle_models()))
-    if (trim := memory.trimmer()) is not None:
-        waiters.append(asyncio.create_task(memory.trim_forever(trim)))
-    for server, uri in zip(servers, settings.uri, strict=True):
-        if isinstance(server, AsyncStdioServer):
-            waiters.append(asyncio.create_task(server.run(handler_factory)))  # ends at end of input
-        else:
-            try:
-                await server.start(handler_factory)
-            except OSError as err:  # most often a second server on the same port
-                for waiter in waiters:
-                    waiter.cancel()
-                await asyncio.gather(*(started.stop() for started in servers), return_exceptions=True)
-                if runner is not None:
-                    await runner.cleanup()
-                core.close()
-                raise _cannot_listen(uri, err, "--uri") from err
-        _LOGGER.info("Wyoming server listening on %s", uri)
-
-    announcement = None
-    tcp = next((s for s in servers if isinstance(s, AsyncTcpServer)), None)
-    if name is not None and tcp is not None:
-        announcement = Announcement(name, announce_address(tcp.host, settings.zeroconf_host), tcp.port)
-        await announcement.start()
-    elif name is not None:
-        _LOGGER.warning("--zeroconf needs a tcp:// URI to announce; not announcing")
-    _log_how_to_connect(settings, tcp)
-
-    try:
-        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        _LOGGER.info("Shutting down")
-        if announcement is not None:
-            await announcement.stop()
-        for waiter in waiters:
-            waiter.cancel()
-        # Both frontends let the answers in progress finish, side by side, while the models are still there.
-        stops = [server.stop() for server in servers] + ([runner.cleanup()] if runner is not None else [])
-        await asyncio.gather(*stops, return_exceptions=True)
-        await asyncio.to_thread(core.close)  # waits for calls still running; the loop hands their results on
-
-
-def _cannot_listen(where: str, err: OSError, flag: str) -> StartupError:
-    return StartupError(f"cannot listen on {where}: {err.strerror or err}. Is another server running there? ({flag})")
-
-
-def _log_how_to_connect(settings: Settings, tcp: AsyncTcpServer | None) -> None:
-    """Say, with real addresses, what to type into Home Assistant and into HTTP clients."""
-    if tcp is not None:
-        host = announce_address(tcp.host, settings.zeroconf_host)
-        _LOGGER.info(
-            "Add to Home Assistant: Settings > Devices & services > Add integration > Wyoming Protocol, "
-            "host %s, port %s",
-            host,
-            tcp.port,
-        )
-    if not settings.no_http:
-        scheme = "https" if settings.ssl_cert else "http"
-        base = f"{scheme}://{announce_address(settings.http_host, settings.zeroconf_host)}:{settings.http_port}"
-        _LOGGER.info(
-            "OpenAI clients: base URL %s/v1; Willow devices: %s/api/willow; API docs: %s/api/docs", *[base] * 3
-        )
 
 
 if __name__ == "__main__":

@@ -195,6 +195,8 @@ class Core:
         if reference is not None:
             return await self._reference_stream(voice, language, speed, reference)
         chosen = self.voices.get(voice, language)
+        if voice and self.voices.find(voice) is None:
+            speaker = None  # it was a speaker of the voice that is not here
         engine = await self._engine(chosen)
         if chosen.engine == XTTS and language:
             self.xtts[chosen.model.name].language(language)  # an unsupported language fails now, before any text

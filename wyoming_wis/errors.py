@@ -53,6 +53,12 @@ class BadAudio(WisError):
     code = "bad-audio"
 
 
+class EmptyText(WisError):
+    """Text with nothing to say (only spaces, punctuation or emoji): refused rather than answered with silence."""
+
+    code = "empty-text"
+
+
 class TextTooLong(WisError):
     code = "text-too-long"
 

@@ -23,6 +23,7 @@ from .. import memory
 from ..audio import WHISPER_RATE
 from ..catalog import Found
 from ..errors import UnsupportedLanguage
+from ..languages import whisper_code
 from ..runtime import Runtime
 from ..scheduler import Scheduler
 from .batcher import Batcher
@@ -116,11 +117,12 @@ class WhisperEngine:
     def language(self, requested: str | None) -> str | None:
         """A request's language as Whisper names it; None means detect.
 
-        Accepts `en`, `en-US`, `en_US` and `auto`; an English-only model needs no detection.
+        Accepts any spelling of a tag (`en`, `en-US`, `EN_us`, `zh-Hans`) and `auto`; an English-only
+        model needs no detection.
         """
         if not requested or requested.lower() == "auto":
             return self.default_language or (None if self.multilingual else "en")
-        code = requested.replace("_", "-").split("-")[0].lower()
+        code = whisper_code(requested)
         if code not in self.languages:
             raise UnsupportedLanguage(
                 f"Model {self.name!r} does not support language {requested!r}"

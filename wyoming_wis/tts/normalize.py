@@ -5,12 +5,14 @@ most abbreviations in each language. What it reads wrong are symbols and
 units glued to numbers ("21°C" as "21 degrees C", "€5" as "euros 5",
 "3 km" letter by letter) and numeric dates ("12/03/2026" digit group by
 digit group). Those are rewritten here, for English voices; other languages
-pass through unchanged.
+pass through unchanged. Emoji are dropped in every language.
 """
 
 from __future__ import annotations
 
 import re
+
+from ..languages import parse
 
 _MONTHS = "January February March April May June July August September October November December".split()
 _UNITS = {
@@ -42,15 +44,20 @@ _TEMPERATURE = re.compile(_NUMBER + r"\s?°\s?([CF])\b")
 _DEGREES = re.compile(_NUMBER + r"\s?°")
 _MONEY = re.compile(r"([$€£])\s?(\d+)(?:\.(\d{2}))?\b")
 _UNIT = re.compile(_NUMBER + r"\s?(" + "|".join(re.escape(unit) for unit in _UNITS) + r")(?![\w/])")
+# Pictographs, dingbats, flags, keycaps, and the joiners and selectors that build emoji from them.
+_EMOJI = re.compile("[\U0001f000-\U0001faff\u2600-\u27bf\u2b00-\u2bff\ufe0e\ufe0f\u200d\u20e3]")
 _ISO_DATE = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
 _SLASH_DATE = re.compile(r"\b(\d{1,2})/(\d{1,2})/(\d{4})\b")
 
 
 def normalize(text: str, language: str) -> str:
-    """`language` is the voice's, e.g. en_US; only English is rewritten."""
-    if not language.lower().startswith("en"):
+    """`language` is the voice's, e.g. en_US, or the request's; emoji go in every language (espeak-ng would
+    read 👍 as "thumbs up"), the rest is rewritten for English only."""
+    text = _EMOJI.sub("", text)
+    tag = parse(language)
+    if tag.language != "en":
         return text
-    day_first = not language.lower().replace("-", "_").startswith("en_us")  # en_US (Piper) or en-US (a request)
+    day_first = tag.region != "US"
     text = _ISO_DATE.sub(lambda m: _date(int(m[1]), int(m[2]), int(m[3])) or m[0], text)
     text = _SLASH_DATE.sub(lambda m: _slash_date(m, day_first), text)
     text = _TEMPERATURE.sub(lambda m: f"{m[1]} degrees {'Celsius' if m[2] == 'C' else 'Fahrenheit'}", text)

@@ -24,7 +24,7 @@ from sentence_stream import SentenceBoundaryDetector
 
 from .. import metrics
 from ..audio import AudioFormat
-from ..errors import TextTooLong
+from ..errors import EmptyText, TextTooLong
 from ..scheduler import Pace
 from .cache import SpeechCache, cache_key
 from .normalize import normalize
@@ -33,6 +33,7 @@ from .params import SpeechParams
 # A clause of at least 4 words ending in , ; : or a dash, followed by more text.
 _FIRST_CLAUSE = re.compile(r"^\s*((?:\S+\s+){3,}?\S*[,;:\u2013\u2014])\s+(?=\S)")
 _SENTENCE_END = re.compile(r"[.!?\u3002](?:\s|$)")
+_SAYABLE = re.compile(r"[^\W_]")  # a letter or digit, in any script
 AHEAD = 2  # phrases in the making at once: the one being sent and the next
 URGENT = 0.3  # seconds of audio left to play below which a phrase is needed at once
 
@@ -116,6 +117,7 @@ class SpeechStream:
         self._speaker_id = voice.speaker_id(speaker)  # an unknown speaker fails here, before any text
         self._max_chars = max_chars
         self._chars = 0
+        self._said = False  # a phrase with something to say was found
         self._head: str | None = ""  # text before the first phrase is out; None once it is
         self._detector = SentenceBoundaryDetector()
         self._phrases: asyncio.Queue[str | None] = asyncio.Queue()
@@ -133,9 +135,9 @@ class SpeechStream:
             self._put(sentence)
 
     def close(self) -> None:
-        """No more text: what is left becomes the last sentence."""
-        if self._head:
-            self._detector.add_chunk(self._head)
+        """No more text: what is left becomes the last sentence, whether or not it ends in a full stop."""
+        for sentence in self._detector.add_chunk(self._head or ""):
+            self._put(sentence)
         self._head = None
         self._put(self._detector.finish())
         self._phrases.put_nowait(None)
@@ -145,6 +147,7 @@ class SpeechStream:
 
         Once a phrase's first audio is out, the next is made while it is sent
         (AHEAD phrases at most), so a free core works on it instead of waiting.
+        Raises EmptyText, before any audio, if the text had nothing to say: never a reply of silence.
         """
         making: deque[_Making] = deque()
         ended = False
@@ -159,6 +162,8 @@ class SpeechStream:
                     else:  # the listener waits for it if nothing is ahead and little is left to play
                         making.append(_Making(self._speak(phrase, not making and self.pace.in_hand < URGENT)))
                 if not making:
+                    if not self._said:
+                        raise EmptyText("The text has nothing to say: no letters or digits")
                     return
                 audio = await making[0].pieces.get()
                 if isinstance(audio, BaseException):
@@ -217,6 +222,9 @@ class SpeechStream:
         self._head = head
         return ""
 
-    def _put(self, phrase: str) -> None:
-        if phrase.strip():
-            self._phrases.put_nowait(normalize(phrase.strip(), self.language or self.voice.languages[0]))
+    def _put(self, sentence: str) -> None:
+        """Queue a sentence, a phrase per line (a list, an address), skipping those with nothing to say."""
+        for phrase in sentence.splitlines():
+            if _SAYABLE.search(phrase):  # not only spaces, punctuation or emoji
+                self._said = True
+                self._phrases.put_nowait(normalize(phrase.strip(), self.language or self.voice.languages[0]))

@@ -41,6 +41,7 @@ from typing import Any, Protocol
 
 from ..catalog import Catalog, Found
 from ..errors import BadRequest, UnknownVoice
+from ..languages import matches
 from .params import SpeechParams
 from .piper import describe
 
@@ -51,6 +52,7 @@ MANIFEST = Path("voices") / "voices.json"
 VOICE_NAME = re.compile(r"^[A-Za-z0-9][\w.\-]{0,99}$")  # no slashes, no leading dot: never a path
 _MANNER = ("speed", "noise_scale", "noise_w", "sentence_silence")
 _REFRESH_SECONDS = 2.0
+MAX_UNKNOWN_NAMES = 256  # unknown voice names remembered, so each is logged once
 
 
 PIPER, XTTS = "piper", "xtts"  # the engines a voice may run on
@@ -112,6 +114,7 @@ class VoiceRegistry:
         self._seen: object = None  # what the voice files and manifest looked like at the last scan
         self._voices: dict[str, Voice] = {}
         self._openai: dict[str, str] = {}
+        self._unknown: dict[str, None] = {}  # names asked for that lead nowhere, already logged; oldest first
         self.refresh(force=True)
 
     @property
@@ -162,22 +165,48 @@ class VoiceRegistry:
         return name in self._voices or name.lower() in self._openai
 
     def get(self, name: str | None = None, language: str | None = None) -> Voice:
-        """A voice by name or OpenAI name, else the first speaking `language`, else the default."""
+        """A voice by name or OpenAI name, else the first speaking `language`, else the default.
+
+        A name that leads nowhere (often one Home Assistant remembered from an earlier
+        --voice) speaks with a voice of the language its name begins with
+        (en_GB-alan-medium: British, else any English), or the default: the reply is
+        heard, and the substitution logged once per name.
+        """
         if name:
-            voice = self._voices.get(check_name(name)) or self._voices.get(self._openai.get(name.lower(), ""))
+            voice = self.find(name)
             if voice is None:
-                raise UnknownVoice(f"Unknown voice {name!r} (voices: {', '.join(self._voices)})")
+                voice = self._speaking(name.split("-")[0]) or self._voices[self.default]
+                self._warn_once(name, voice)
             return voice
         if language:
-            voices = self._voices.values()
-            candidates = [v for v in voices if _speaks(v, language, exact=True)] or [
-                v for v in voices if _speaks(v, language, exact=False)
-            ]
-            if not candidates:
+            voice = self._speaking(language)
+            if voice is None:
                 raise UnknownVoice(f"No voice for language {language!r} (voices: {', '.join(self._voices)})")
-            default = self._voices[self.default]
-            return default if default in candidates else candidates[0]
+            return voice
         return self._voices[self.default]
+
+    def find(self, name: str) -> Voice | None:
+        """The voice a name or OpenAI name leads to, if any."""
+        return self._voices.get(check_name(name)) or self._voices.get(self._openai.get(name.lower(), ""))
+
+    def _speaking(self, language: str) -> Voice | None:
+        """The default if it speaks `language`, else the first voice for that country, else for the language."""
+        voices = self._voices.values()
+        candidates = [v for v in voices if _speaks(v, language, exact=True)] or [
+            v for v in voices if _speaks(v, language, exact=False)
+        ]
+        default = self._voices[self.default]
+        return default if default in candidates else next(iter(candidates), None)
+
+    def _warn_once(self, name: str, substitute: Voice) -> None:
+        if name in self._unknown:
+            return
+        if len(self._unknown) >= MAX_UNKNOWN_NAMES:  # a client inventing names cannot grow this
+            self._unknown.pop(next(iter(self._unknown)))
+        self._unknown[name] = None
+        _LOGGER.warning(
+            "No voice %r (voices: %s); speaking with %s instead", name, ", ".join(self._voices), substitute.name
+        )
 
     def _read_manifest(self, models: dict[str, Voice]) -> tuple[dict[str, Voice], dict[str, str]]:
         """Custom voices and OpenAI mappings; a broken manifest or entry is logged and skipped, not fatal."""
@@ -241,10 +270,4 @@ def file_stamp(path: Path) -> tuple[int, int] | None:
 
 
 def _speaks(voice: Voice, language: str, exact: bool) -> bool:
-    """`en-US` matches en_US exactly; `en` or `en-GB` match any English voice otherwise."""
-    wanted = language.replace("-", "_").lower()
-    for code in voice.languages:
-        code = code.replace("-", "_").lower()
-        if code == wanted or (not exact and code.split("_")[0] == wanted.split("_")[0]):
-            return True
-    return False
+    return any(matches(code, language, exact) for code in voice.languages)

@@ -1,9 +1,10 @@
 """One Wyoming connection: translate events into core sessions and back.
 
 A connection carries any number of requests in turn (the peers close after
-each). A request that fails gets an `error` event with a stable code and the
-connection stays usable; only a malformed event, after which the byte stream
-cannot be trusted, ends it.
+each). A request that fails gets an `error` event with a stable code, then the
+end of the connection: Home Assistant's client reads past `error` and waits for
+the transcript or the audio-stop it asked for, so only the closed stream ends its
+wait. A failed `describe`, `ping` or `select-program` leaves the connection open.
 """
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import suppress
 from typing import Any
 
 from wyoming.asr import Transcribe, Transcript, TranscriptChunk, TranscriptStart, TranscriptStop
@@ -36,18 +37,21 @@ from .reader import EventLimits, Idle, read_event
 _LOGGER = logging.getLogger(__name__)
 SAMPLES_PER_CHUNK = 1024  # audio-chunk size we send, as wyoming-piper does
 LAST_ERROR_SECONDS = 5.0  # to send the error before closing a connection
+# After a failed request, what the client still sends of it is read and dropped, up to the request's end or this
+# long: the longest Home Assistant streams a command before its audio-stop (it reads only after sending it).
+HANG_UP_SECONDS = 15.0
 
 
 class WyomingHandler(AsyncEventHandler):
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, core: Core) -> None:
         super().__init__(reader, writer)
         self.core = core
+        self.peer = _peer(writer)
         # Chosen with select-program for the rest of the connection.
         self.asr_model: str | None = None
         self.voice: str | None = None
         # Speech-to-text request in progress.
         self._session: AsrSession | None = None
-        self._audio_failed = False  # an error was sent; drop audio until audio-stop
         self._transcript_started = False  # transcript-start sent for this request
         # Streaming synthesis in progress (synthesize-start .. synthesize-stop).
         self._in_stream = False
@@ -57,6 +61,7 @@ class WyomingHandler(AsyncEventHandler):
         self._requests: dict[str, metrics.Request] = {}
         self._answering = False  # inside handle_event
         self._stopping = False  # the server shuts down: close once the event being answered is answered
+        self._hung_up: asyncio.TimerHandle | None = None  # a request failed: the connection is ending
 
     async def stop(self) -> None:
         """The server shuts down: an event being answered is answered first; a request still open gets an error."""
@@ -80,10 +85,15 @@ class WyomingHandler(AsyncEventHandler):
                     await self._send_last_error(Timeout(f"Idle for {settings.idle_timeout:g} s (--idle-timeout)"))
                     break
                 except (BadRequest, Timeout) as err:
-                    await self._send_last_error(err)
+                    if not self._hung_up:
+                        await self._send_last_error(err)
                     break
                 if event is None or self._stopping:
                     break
+                if self._hung_up:  # closing now would reset the connection and lose the error with it
+                    if AudioStop.is_type(event.type) or SynthesizeStop.is_type(event.type):
+                        break
+                    continue
                 self._answering = True
                 try:
                     if not await self.handle_event(event):
@@ -95,6 +105,8 @@ class WyomingHandler(AsyncEventHandler):
         except ConnectionError:
             pass  # the client went away while we wrote to it
         finally:
+            if self._hung_up:
+                self._hung_up.cancel()
             await self.disconnect()
             self.writer.close()
 
@@ -112,13 +124,13 @@ class WyomingHandler(AsyncEventHandler):
             await method(self, message)
         except WisError as err:
             self._request(_KINDS[event_class]).failed(err)
-            await self._send_error(err)
+            await self._fail(err, _KINDS[event_class])
         except ConnectionError:
             raise
         except Exception as err:  # a bug: report it, keep serving
             _LOGGER.exception("Error handling %s", event.type)
             self._request(_KINDS[event_class]).failed(err)
-            await self._send_error(WisError(f"Internal error handling {event.type}; see the server log"))
+            await self._fail(WisError(f"Internal error handling {event.type}; see the server log"), _KINDS[event_class])
         return True
 
     async def disconnect(self) -> None:
@@ -164,36 +176,26 @@ class WyomingHandler(AsyncEventHandler):
         self._end_session()
         if (unfinished := self._requests.pop("transcribe", None)) is not None:
             unfinished.done("cancelled")  # its audio never ended; this request replaces it
-        with self._audio_request():
-            self._session = self._open_session(
-                _text(request.name, "name") or self.asr_model,
-                _text(request.language, "language"),
-                _texts(request.transcript_names, "transcript_names"),
-                _texts(request.transcript_terms, "transcript_terms"),
-            )
+        self._session = self._open_session(
+            _text(request.name, "name") or self.asr_model,
+            _text(request.language, "language"),
+            _texts(request.transcript_names, "transcript_names"),
+            _texts(request.transcript_terms, "transcript_terms"),
+        )
 
     async def _audio_start(self, start: AudioStart) -> None:
-        if self._audio_failed:
-            return
-        with self._audio_request():
-            _audio_format(start).validate()
-            if self._session is None:  # audio without a transcribe event: defaults
-                self._session = self._open_session(self.asr_model)
+        _audio_format(start).validate()
+        if self._session is None:  # audio without a transcribe event: defaults
+            self._session = self._open_session(self.asr_model)
 
     async def _audio_chunk(self, chunk: AudioChunk) -> None:
-        if self._audio_failed:
-            return
-        with self._audio_request():
-            if self._session is None:
-                self._session = self._open_session(self.asr_model)
-            self._session.feed(chunk.audio or b"", _audio_format(chunk))
+        if self._session is None:
+            self._session = self._open_session(self.asr_model)
+        self._session.feed(chunk.audio or b"", _audio_format(chunk))
 
     async def _audio_stop(self, _: AudioStop) -> None:
         ended = time.perf_counter()
-        session, failed = self._session, self._audio_failed
-        self._session, self._audio_failed = None, False
-        if failed:
-            return  # the error was already sent
+        session, self._session = self._session, None
         if session is None:
             session = self._open_session(self.asr_model)
         try:
@@ -230,17 +232,7 @@ class WyomingHandler(AsyncEventHandler):
     def _end_session(self) -> None:
         if self._session is not None:
             self._session.close()
-        self._session, self._audio_failed = None, False
-
-    @contextmanager
-    def _audio_request(self) -> Iterator[None]:
-        """On an error during a speech-to-text request, drop its audio until audio-stop."""
-        try:
-            yield
-        except WisError:
-            self._end_session()
-            self._audio_failed = True
-            raise
+        self._session = None
 
     # -- text to speech -------------------------------------------------------
 
@@ -300,13 +292,13 @@ class WyomingHandler(AsyncEventHandler):
             request.failed(err)
             if self._stream is stream:  # later text for this stream is dropped
                 self._stream = None
-            await self._send_error(err)
+            await self._fail(err, "synthesize-stream")
         except ConnectionError as err:
             request.failed(err)
         except Exception as err:
             request.failed(err)
             _LOGGER.exception("Error in streaming synthesis")
-            await self._send_error(WisError("Internal error in synthesis; see the server log"))
+            await self._fail(WisError("Internal error in synthesis; see the server log"), "synthesize-stream")
         except asyncio.CancelledError as err:  # the client left, or its text failed (counted then)
             request.failed(err)
             raise
@@ -314,14 +306,13 @@ class WyomingHandler(AsyncEventHandler):
     async def _speak(self, stream: SpeechStream, cycle_per_sentence: bool, since: float | None = None) -> None:
         """Send the stream's audio: one audio-start/stop pair, or one per sentence.
 
+        Nothing is sent before the first audio, so a text with nothing to say is only an error.
         The time to the first audio counts from `since`, or else from the stream's first text.
         """
         audio = stream.format
         sent = metrics.SpeechSent("wyoming", stream, since)
         start = AudioStart(rate=audio.rate, width=audio.width, channels=audio.channels).event()
-        started = not cycle_per_sentence
-        if started:
-            await self.write_event(start)
+        started = False
         async for piece in stream:
             if piece.audio and not started:
                 await self.write_event(start)
@@ -335,7 +326,13 @@ class WyomingHandler(AsyncEventHandler):
                 await self.write_event(AudioStop().event())
                 started = False
         if not cycle_per_sentence:
+            if not started:
+                await self.write_event(start)
             await self.write_event(AudioStop().event())
+
+    async def write_event(self, event: Event) -> None:
+        if not self._hung_up:  # once hung up, the error was the answer
+            await super().write_event(event)
 
     async def _send_last_error(self, err: WisError) -> None:
         """The error that ends the connection, if the client takes it soon: one that reads nothing cannot hold us."""
@@ -345,9 +342,33 @@ class WyomingHandler(AsyncEventHandler):
         except TimeoutError:
             pass
 
+    async def _fail(self, err: WisError, kind: str) -> None:
+        """Answer with the error; if it answers a request (not describe, ping or select-program), hang up."""
+        if kind not in _REQUESTS:
+            await self._send_error(err)
+        elif not self._hung_up:
+            await self._send_last_error(err)
+            self._end_session()
+            with suppress(OSError, RuntimeError):  # the client reads the end of the stream after the error
+                if self.writer.can_write_eof():
+                    self.writer.write_eof()
+            self._hung_up = asyncio.get_running_loop().call_later(HANG_UP_SECONDS, self.writer.close)
+
     async def _send_error(self, err: WisError) -> None:
-        _LOGGER.debug("Sending error %s: %s", err.code, err.message)
+        if isinstance(err, ShuttingDown) or type(err) is WisError:  # not the client's doing; bugs are logged already
+            _LOGGER.debug("Sending error %s to %s: %s", err.code, self.peer, err.message)
+        else:
+            _LOGGER.warning("Wyoming client %s: %s (%s)", self.peer, err.message, err.code)
         await self.write_event(Error(text=err.message, code=err.code).event())
+
+
+def _peer(writer: asyncio.StreamWriter) -> str:
+    """host:port for TCP clients, for the log; a Unix socket or stdio client is "local"."""
+    address = writer.get_extra_info("peername")
+    if isinstance(address, tuple) and len(address) >= 2:
+        host = f"[{address[0]}]" if ":" in str(address[0]) else address[0]
+        return f"{host}:{address[1]}"
+    return "local"
 
 
 def _audio_format(event: AudioStart | AudioChunk) -> AudioFormat:
@@ -386,6 +407,7 @@ _KINDS: dict[type[Eventable], str] = {
     SynthesizeChunk: "synthesize-stream",
     SynthesizeStop: "synthesize-stream",
 }
+_REQUESTS = ("transcribe", "synthesize", "synthesize-stream")  # kinds a client waits on an answer for
 _ROUTES: dict[type[Eventable], _Route] = {
     Describe: WyomingHandler._describe,
     Ping: WyomingHandler._ping,

@@ -6,6 +6,7 @@ from wyoming.info import AsrModel, AsrProgram, Attribution, Info, TtsProgram, Tt
 
 from .. import PROJECT_URL, __version__
 from ..core import Core
+from ..languages import spellings
 from ..tts.voices import XTTS
 
 PROGRAM_NAME = "wyoming-wis"  # the name of both programs; select-program accepts it
@@ -19,7 +20,8 @@ def build_info(core: Core) -> Info:
     """Everything on this machine, marked installed: nothing advertised needs a download.
 
     Whisper models are the loaded ones; voices are every voice the registry knows,
-    loaded on first use.
+    loaded on first use, each language in every spelling Home Assistant may ask for
+    (en_US, en-US, en), since it checks a language against this list as written.
     """
     models = [
         AsrModel(
@@ -39,7 +41,7 @@ def build_info(core: Core) -> Info:
             installed=True,
             description=voice.description,
             version=voice.model.version,
-            languages=voice.languages,
+            languages=list(dict.fromkeys(tag for code in voice.languages for tag in spellings(code))),
             speakers=[TtsVoiceSpeaker(name=speaker) for speaker in voice.speakers] or None,
         )
         for voice in core.voices.voices
