@@ -43,8 +43,8 @@ async def test_unknown_model(server) -> None:
         assert events[-1].type == "error" and events[-1].data["code"] == "unknown-model"
         assert "large-v9" in events[-1].data["text"] and "base" in events[-1].data["text"]
         await assert_hung_up(client)  # no transcript follows: the failed request's audio was dropped
-    warned = [line for line in server.log.splitlines() if "large-v9" in line]
-    assert warned and "WARNING" in warned[0] and "127.0.0.1:" in warned[0] and "unknown-model" in warned[0], warned
+    warned = [line for line in server.log.splitlines() if "Wyoming client 127.0.0.1:" in line and "large-v9" in line]
+    assert warned and "WARNING" in warned[0] and "(unknown-model)" in warned[0], "logged with the client's address"
     async with server.client() as client:
         await assert_still_serving(client)
 

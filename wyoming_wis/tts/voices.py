@@ -190,7 +190,8 @@ class VoiceRegistry:
         return self._voices.get(check_name(name)) or self._voices.get(self._openai.get(name.lower(), ""))
 
     def _speaking(self, language: str) -> Voice | None:
-        """The default if it speaks `language`, else the first voice for that country, else for the language."""
+        """Of the voices for the language's country (else for the language): the default if it is one, else the
+        first."""
         voices = self._voices.values()
         candidates = [v for v in voices if _speaks(v, language, exact=True)] or [
             v for v in voices if _speaks(v, language, exact=False)
