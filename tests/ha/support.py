@@ -12,6 +12,7 @@ import array
 import asyncio
 import re
 import subprocess
+import tempfile
 from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,14 +72,17 @@ async def decode(data: bytes) -> Pcm:
 
 def _decode(data: bytes) -> Pcm:
     """A streamed WAV's header says 0 frames (homeassistant/components/wyoming/tts.py `_read_tts_audio`): ffmpeg reads
-    it to the end with -ignore_length."""
+    it to the end with -ignore_length. From a file, not a pipe: probing an MP3 behind HA's ID3 tag needs to seek
+    (from a pipe, one decode failed in a whole CI run)."""
     wav = ["-ignore_length", "1"] if data[:4] == b"RIFF" else []
-    result = subprocess.run(
-        ["ffmpeg", "-v", "error", *wav, "-i", "pipe:", "-f", "s16le", "-ac", "1", "-ar", str(RATE), "pipe:"],
-        input=data,
-        capture_output=True,
-        check=False,
-    )
+    with tempfile.NamedTemporaryFile(prefix="wis-ha-audio-") as file:
+        file.write(data)
+        file.flush()
+        result = subprocess.run(
+            ["ffmpeg", "-v", "error", *wav, "-i", file.name, "-f", "s16le", "-ac", "1", "-ar", str(RATE), "pipe:"],
+            capture_output=True,
+            check=False,
+        )
     assert result.returncode == 0, f"ffmpeg cannot decode {len(data)} bytes ({data[:16]!r}): {result.stderr.decode()}"
     return Pcm(result.stdout)
 
