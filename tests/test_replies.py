@@ -11,7 +11,7 @@ import asyncio
 import httpx
 import openai
 import pytest
-from helpers import Pcm, Server, collect_speech, load_audio, normalise, read_until, transcribe, wer
+from helpers import Pcm, Server, collect_speech, load_audio, normalise, read_until, synthesize, transcribe, wer
 from replies import NOTHING_TO_SAY, REPLIES
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop
 
@@ -32,8 +32,7 @@ async def speak(server: Server, frontend: str, text: str) -> Pcm:
     """The reply's audio through one frontend, as that frontend's real clients ask for it."""
     if frontend == "wyoming":
         async with server.client() as client:
-            await client.write_event(Synthesize(text=text).event())
-            return collect_speech(await read_until(client, "audio-stop")).pcm
+            return (await synthesize(client, text)).pcm
     if frontend == "wyoming-streamed":  # as Home Assistant streams an LLM's answer: pieces split mid-word
         async with server.client() as client:
             await client.write_event(SynthesizeStart().event())

@@ -16,6 +16,5 @@ def keep_local(allow_download: bool) -> None:
     """Telemetry off always; the Hugging Face Hub off unless `--allow-download`."""
     os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")  # onnxruntime
     os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
-    os.environ.setdefault("DO_NOT_TRACK", "1")  # the common switch, for anything else that honours it
     if not allow_download:
         os.environ["HF_HUB_OFFLINE"] = "1"  # huggingface_hub, and transformers through it (XTTS)
