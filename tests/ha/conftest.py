@@ -27,7 +27,8 @@ from homeassistant.core import HomeAssistant
 from homeassistant.data_entry_flow import FlowResultType
 from homeassistant.helpers import entity_registry as er
 from homeassistant.setup import async_setup_component
-from support import ROOT, Pcm, decode, normalise, transcribe, wer
+from replies import words
+from support import ROOT, Pcm, decode, transcribe, wer
 
 # The server as ./run.sh installs it (run.sh passes its venv's); the tests never import it: it runs on Python 3.11
 # with its own dependencies, HA 2026.2 on 3.13.
@@ -180,8 +181,8 @@ class Wis:
         speech = pcm.trimmed()
         assert speech.seconds > 0.2, f"{pcm.seconds:.2f} s of audio for {text!r}, {speech.seconds:.2f} s not silent"
         heard = await self.hears(speech)
-        if len(normalise(text)) == 1:
-            assert len(normalise(heard)) == 1, f"{text!r} was spoken as {heard!r} ({speech.seconds:.2f} s)"
+        if len(words(text)) == 1:
+            assert len(words(heard)) == 1, f"{text!r} was spoken as {heard!r} ({speech.seconds:.2f} s)"
         else:
             assert wer(text, heard) <= 0.25, f"{text!r} was spoken as {heard!r} ({speech.seconds:.2f} s)"
         return speech

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import array
 import asyncio
-import re
 import subprocess
 import tempfile
 from collections.abc import AsyncIterator, Awaitable
@@ -20,6 +19,7 @@ from typing import TypeVar
 
 from homeassistant.components import stt
 from homeassistant.components.wyoming.tts import WyomingTtsProvider
+from replies import words
 from wyoming.asr import Transcribe, Transcript
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.client import AsyncTcpClient
@@ -129,22 +129,9 @@ async def stream(pieces: list[bytes]) -> AsyncIterator[bytes]:
 # -- scoring ------------------------------------------------------------------------
 
 
-_SAME = {"okay": "ok"}
-
-
-def normalise(text: str) -> list[str]:
-    """Words, lowercased, without punctuation: '3:45 PM', '3.45 p.m.' and '3.45pm' are all '345 pm', 'Okay' is
-    'ok'."""
-    text = re.sub(r"\b([ap])\.m\.", r"\1m", text.lower())
-    text = re.sub(r"(\d)[:.](\d)", r"\1\2", text)  # a time's separator
-    text = re.sub(r"(\d)([a-z])", r"\1 \2", text)  # 45pm
-    words = re.sub(r"[^\w\s']", " ", text).split()
-    return [_SAME.get(word, word) for word in words]
-
-
 def wer(reference: str, hypothesis: str) -> float:
     """Word error rate of `hypothesis` against `reference` (edits over reference words)."""
-    ref, hyp = normalise(reference), normalise(hypothesis)
+    ref, hyp = words(reference), words(hypothesis)
     row = list(range(len(hyp) + 1))
     for i, ref_word in enumerate(ref, 1):
         previous, row[0] = row[0], i
