@@ -7,13 +7,14 @@ aiohttp's own (unknown route, body too large) and the fields this frontend check
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 from aiohttp.typedefs import LooseHeaders
 from multidict import CIMultiDict
 
-from wyoming_wis.errors import WisError
+from wyoming_wis.errors import Busy, WisError
 
 _LOGGER = logging.getLogger(__name__)
 RETRY_AFTER_SECONDS = 1
@@ -80,7 +81,8 @@ class ApiError(Exception):
 
     @classmethod
     def from_wis(cls, err: WisError) -> ApiError:
-        return cls(_STATUS.get(err.code, 500), err.message, _PARAM.get(err.code), err.code)
+        headers = {"Retry-After": str(max(1, math.ceil(err.retry_after)))} if isinstance(err, Busy) else None
+        return cls(_STATUS.get(err.code, 500), err.message, _PARAM.get(err.code), err.code, headers)
 
 
 def bad_field(param: str, message: str) -> ApiError:

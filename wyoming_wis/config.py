@@ -427,6 +427,45 @@ OPTIONS: tuple[Option, ...] = (
         metavar="N",
     ),
     Option(
+        "--memory-budget-mb",
+        "Client data the server may hold at once across every request and frontend: audio buffered for "
+        "transcription, uploaded and decoded files, text waiting to be spoken. A request that would pass it is "
+        "answered 'busy' (HTTP 429 with Retry-After) instead of growing the server's memory.",
+        default=512.0,
+        type=_positive_float,
+        metavar="MB",
+    ),
+    Option(
+        "--wyoming-max-wait",
+        "Longest a Wyoming request may wait for a model before it starts; one that cannot start sooner is refused "
+        "at once with 'busy', since its client (a satellite, Home Assistant) will have given up by then.",
+        default=15.0,
+        type=_positive_float,
+        metavar="SECONDS",
+    ),
+    Option(
+        "--willow-max-wait",
+        "As --wyoming-max-wait, for Willow devices (/api/willow, /api/tts), which give up after 10 s.",
+        default=10.0,
+        type=_positive_float,
+        metavar="SECONDS",
+    ),
+    Option(
+        "--http-max-wait",
+        "As --wyoming-max-wait, for the other HTTP requests (OpenAI API, /api/asr) and WebRTC.",
+        default=30.0,
+        type=_positive_float,
+        metavar="SECONDS",
+    ),
+    Option(
+        "--send-timeout",
+        "Drop a client that takes nothing of an answer for this many seconds: a Wyoming or HTTP client that asks "
+        "for speech and stops reading cannot hold its connection, its slot or its audio.",
+        default=30.0,
+        type=_positive_float,
+        metavar="SECONDS",
+    ),
+    Option(
         "--max-connections",
         "Most Wyoming connections open at once; more get an error event with code 'busy' and are closed.",
         default=64,
@@ -578,6 +617,11 @@ class Settings:
     allow_download: bool
     max_audio_seconds: float
     max_text_chars: int
+    memory_budget_mb: float
+    wyoming_max_wait: float
+    willow_max_wait: float
+    http_max_wait: float
+    send_timeout: float
     max_connections: int
     idle_timeout: float
     event_timeout: float

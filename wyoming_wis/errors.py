@@ -64,7 +64,13 @@ class TextTooLong(WisError):
 
 
 class Busy(WisError):
+    """No room now: a full queue, a wait past the client's patience, or the memory budget spent."""
+
     code = "busy"
+
+    def __init__(self, message: str, retry_after: float = 1.0) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after  # seconds until a retry may succeed, for HTTP's Retry-After
 
 
 class ShuttingDown(WisError):
