@@ -10,6 +10,9 @@ with a body fails the body's stream with `Timeout` once no byte has come for
 --http-read-timeout seconds while it is unfinished, whichever way it is being read; the
 client gets 408 in the usual envelope and the connection is closed. Silence counts, not
 the whole request: a Willow device streams its audio at the pace it is spoken.
+
+Clients that wait: a Willow device gives up on an answer after 10 s, so a request that could not
+start on a model within --willow-max-wait (other routes: --http-max-wait) is refused with 429 at once.
 """
 
 from __future__ import annotations
@@ -21,20 +24,26 @@ from typing import Any
 from aiohttp import web
 from aiohttp.streams import StreamReader
 
+from wyoming_wis.config import Settings
 from wyoming_wis.errors import Timeout
+from wyoming_wis.scheduler import patience
 
 from .errors import ApiError, answer
 
 READ_TIMEOUT = web.AppKey("read_timeout", float)
+PATIENCE = web.AppKey("patience", dict)  # seconds a client waits for a model to start: willow, http
+WILLOW_ROUTES = ("/api/willow", "/api/tts")  # what a Willow device asks for
 # aiohttp's defaults, stated here so that they are a decision: a request line or header field past
 # MAX_LINE_BYTES, or more than MAX_HEADERS fields, is refused with 400 before any handler runs.
 MAX_LINE_BYTES = 8190
 MAX_HEADERS = 128
 
 
-def setup(app: web.Application, read_timeout: float) -> None:
-    app[READ_TIMEOUT] = read_timeout
+def setup(app: web.Application, settings: Settings) -> None:
+    app[READ_TIMEOUT] = settings.http_read_timeout
+    app[PATIENCE] = {"willow": settings.willow_max_wait, "http": settings.http_max_wait}
     app.middlewares.append(_body_timeout)
+    app.middlewares.append(_patience)
 
 
 def server_options(app: web.Application) -> dict[str, Any]:
@@ -65,6 +74,14 @@ async def _body_timeout(
     finally:
         watchdog.cancel()
         await asyncio.gather(watchdog, return_exceptions=True)
+
+
+@web.middleware
+async def _patience(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    with patience(request.app[PATIENCE]["willow" if request.path in WILLOW_ROUTES else "http"]):
+        return await handler(request)
 
 
 async def _watch(content: StreamReader, seconds: float) -> None:

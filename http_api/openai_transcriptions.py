@@ -7,9 +7,9 @@ is refused before decoding starts, and before the first byte of a streamed answe
 
 from __future__ import annotations
 
+import io
 import time
-from collections.abc import Callable
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 from aiohttp import web
@@ -74,7 +74,7 @@ async def _transcribe(request: web.Request, task: str) -> web.StreamResponse:
         temperature=temperature,
     )
     try:
-        await feed_file(request, session, upload.file.read)
+        await feed_file(request, session, upload.file)
         transcript = await session.finish()
     finally:
         session.close()
@@ -88,12 +88,20 @@ async def _transcribe(request: web.Request, task: str) -> web.StreamResponse:
     return transcript_formats.response(transcript, response_format, task, words)
 
 
-async def feed_file(request: web.Request, session: AsrSession, read: Callable[[], bytes], param: str = "file") -> None:
-    """Decode the upload in a codec thread and give the session all of it."""
+async def feed_file(request: web.Request, session: AsrSession, file: BinaryIO, param: str = "file") -> None:
+    """Decode the upload in a codec thread and give the session all of it.
+
+    The upload's bytes and its decoded samples are counted in the session's share of the memory budget before
+    they are read or made.
+    """
     max_seconds = session.max_seconds
 
     def decode() -> np.ndarray:
-        return decode_file(read(), WHISPER_RATE, max_seconds, param)
+        size = file.seek(0, io.SEEK_END)
+        file.seek(0)
+        session.hold.set(size)
+        data = file.read()
+        return decode_file(data, WHISPER_RATE, max_seconds, param, reserve=lambda made: session.hold.set(size + made))
 
     samples = await in_thread(request, decode)
     if len(samples) < MIN_SECONDS * WHISPER_RATE:

@@ -79,7 +79,7 @@ async def willow(request: web.Request) -> web.Response:
             pcm = _PcmFramer(audio_format.bytes_per_frame, skip_wav_header=codec == "wav")
             async for chunk in request.content.iter_any():
                 if data := pcm.take(chunk):
-                    session.feed(data, audio_format)
+                    await session.feed(data, audio_format)
         received = time.perf_counter()
         transcript = await session.finish()
     finally:
@@ -108,7 +108,7 @@ async def asr(request: web.Request) -> web.Response:
     upload = _upload(form.get("audio_file"))
     session = _session(request)
     try:
-        await feed_file(request, session, upload.file.read, "audio_file")
+        await feed_file(request, session, upload.file, "audio_file")
         received = time.perf_counter()
         transcript = await session.finish()
     finally:

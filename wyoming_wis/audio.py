@@ -10,14 +10,15 @@ it is made.
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator
+import itertools
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import av
 import numpy as np
 
-from .errors import BadAudio, UnsupportedAudioFormat
+from .errors import AudioTooLong, BadAudio, UnsupportedAudioFormat
 
 WHISPER_RATE = 16000
 MIN_RATE = 1000
@@ -102,33 +103,68 @@ def chunks(pcm: bytes, size: int) -> Iterator[bytes]:
 
 
 def decode_file(
-    data: bytes, rate: int, max_seconds: float, what: str = "audio", sample_format: str = "flt"
+    data: bytes,
+    rate: int,
+    max_seconds: float,
+    what: str = "audio",
+    sample_format: str = "flt",
+    reserve: Callable[[int], None] | None = None,
 ) -> np.ndarray:
     """Any file PyAV reads, as mono samples at `rate` (`flt`: float32, `s16`: int16).
 
-    Decoding stops a little past `max_seconds` (a small file may hold hours of
-    audio): a result longer than that means the file is too long, for the caller to refuse.
+    A small file may declare anything: 8 Hz FLAC frames of 65,535 samples each resample to hours.
+    So each cost is checked before it is paid: the stream's declared rate and channels before
+    decoding, and every frame's own, and its duration, before it is resampled. Raises
+    UnsupportedAudioFormat for a rate or channel count out of range, AudioTooLong past `max_seconds`.
+    `reserve(size)` is told the bytes the samples will take before they are allocated, and may refuse
+    by raising (the memory budget's `Hold.set`).
     """
-    limit = int(max_seconds * rate)
+    reserve = reserve or _take_any
     pieces: list[np.ndarray] = []
-    count = 0
+    seconds = 0.0  # of the file's audio, before resampling
+    size = 0  # bytes of the result so far
+    itemsize = 4 if sample_format == "flt" else 2
     try:
         with av.open(io.BytesIO(data), mode="r") as container:
             if not container.streams.audio:
                 raise BadAudio(f"The {what} has no audio stream")
+            stream = container.streams.audio[0]
+            _check_source(stream.codec_context.sample_rate, stream.codec_context.channels, what)
             resampler = av.AudioResampler(format=sample_format, layout="mono", rate=rate)
-            for frame in container.decode(container.streams.audio[0]):
+            for frame in itertools.chain(container.decode(stream), [None]):  # None: flush the resampler
+                if frame is not None:
+                    _check_source(frame.sample_rate, len(frame.layout.channels), what)
+                    seconds += frame.samples / frame.sample_rate
+                    if seconds > max_seconds:
+                        raise AudioTooLong(f"The {what} is longer than the limit of {max_seconds:g} seconds")
+                    reserve(size + (frame.samples * rate // frame.sample_rate + _RESAMPLER_SLACK) * itemsize)
                 for out in resampler.resample(frame):
                     pieces.append(out.to_ndarray()[0].copy())
-                    count += out.samples
-                if count > limit:
-                    break
-            else:
-                pieces.extend(out.to_ndarray()[0].copy() for out in resampler.resample(None))
+                    size += pieces[-1].nbytes
     except (av.FFmpegError, ValueError, IndexError) as err:
         raise BadAudio(f"Cannot read the {what}: {err}") from err
-    dtype = np.float32 if sample_format == "flt" else np.int16
-    return np.concatenate(pieces) if pieces else np.zeros(0, dtype=dtype)
+    if not pieces:
+        return np.zeros(0, dtype=np.float32 if sample_format == "flt" else np.int16)
+    reserve(2 * size)  # the pieces and their concatenation, for a moment
+    samples = np.concatenate(pieces)
+    pieces.clear()
+    reserve(size)
+    return samples
+
+
+_RESAMPLER_SLACK = 64  # samples a resampler may hand out beyond a frame's own, from its filter's delay
+
+
+def _take_any(_: int) -> None:
+    """No budget to ask."""
+
+
+def _check_source(rate: int, channels: int, what: str) -> None:
+    if not MIN_RATE <= rate <= MAX_RATE or not 1 <= channels <= MAX_CHANNELS:
+        raise UnsupportedAudioFormat(
+            f"The {what} has {channels} channels at {rate} Hz "
+            f"(supported: 1-{MAX_CHANNELS} channels at {MIN_RATE}-{MAX_RATE} Hz)"
+        )
 
 
 class AmrWbDecoder:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from . import metrics
 from .asr import AsrSession, Bias, WhisperEngine
 from .asr.session import OnText
+from .budget import MemoryBudget
 from .catalog import Catalog, Found
 from .config import Settings
 from .errors import BadRequest, StartupError, UnknownModel, UnknownVoice
@@ -54,6 +55,7 @@ class Core:
         self._piper = {engine.found.path: engine for engine in voices}  # loaded Piper models, by file
         self.xtts = {engine.name: engine for engine in xtts}  # loaded XTTS models; only ever loaded at start
         self._loading = asyncio.Lock()
+        self.budget = MemoryBudget(int(settings.memory_budget_mb * 2**20))  # what clients make us hold, all told
         self.speech_cache = (
             SpeechCache(
                 settings.data_dir[0] / "cache" / "speech",
@@ -158,6 +160,7 @@ class Core:
             engine,
             engine.options(language, names, terms, task, prompt, words, temperature, beam_size, detect_language),
             self.settings.max_audio_seconds,
+            self.budget.hold(),
             on_text if self.settings.partial_results else None,
         )
 

@@ -279,6 +279,7 @@ class _Scheduler(Protocol):
 class _Core(Protocol):
     asr: dict[str, Any]
     engines: list[Any]
+    budget: Any  # budget.MemoryBudget: used, limit
 
 
 _schedulers: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -320,7 +321,15 @@ class _LiveState(Collector):
         _add(depth, waiting.items())
         _add(running, busy.items())
         _add(loaded, _model_states().items())
-        yield from (depth, running, loaded)
+        held = GaugeMetricFamily(
+            "wis_memory_budget_used_bytes", "Client audio and uploads held now, counted in --memory-budget-mb"
+        )
+        limit = GaugeMetricFamily("wis_memory_budget_bytes", "The memory budget for client data (--memory-budget-mb)")
+        cores = list(_cores)
+        if cores:
+            held.add_metric([], sum(core.budget.used for core in cores))
+            limit.add_metric([], sum(core.budget.limit for core in cores))
+        yield from (depth, running, loaded, held, limit)
 
     def describe(self) -> Iterable[Metric]:
         return []  # names are only known once models load; nothing here clashes with the metrics above

@@ -8,6 +8,12 @@ Waiting calls start in order of their deadline: by default the moment they were
 submitted (first come, first served), or, for speech, the moment a listener's
 playback would run dry (see `Pace`). A reply that has not started yet then goes
 before the third sentence of a reply that is already playing.
+
+A client gives up after a while (a Willow device after 10 s), and work done after
+that is wasted and delays everyone behind it. So each frontend says how long its
+clients wait (`patience`): a call that would not start within that, by the queue
+ahead of it and the recent time per call, is refused as busy at once, and one that
+waited that long anyway is dropped rather than run.
 """
 
 from __future__ import annotations
@@ -15,10 +21,13 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
+import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -26,6 +35,19 @@ from . import metrics
 from .errors import Busy
 
 T = TypeVar("T")
+_PATIENCE: ContextVar[float | None] = ContextVar("patience", default=None)
+_SMOOTHING = 0.2  # weight of the latest call in the running mean of call times
+
+
+@contextmanager
+def patience(seconds: float) -> Iterator[None]:
+    """Calls made inside (and in tasks started inside) are for a client that waits at most `seconds` for one
+    to start."""
+    token = _PATIENCE.set(seconds)
+    try:
+        yield
+    finally:
+        _PATIENCE.reset(token)
 
 
 @dataclass
@@ -61,8 +83,9 @@ class Scheduler:
         self.capacity = workers + queue_size
         self._pending = 0  # running + waiting; only touched on the event loop thread
         self._running = 0  # calls in worker threads; changed under `_ready`
-        # (deadline, order, when queued, future, call)
-        self._waiting: list[tuple[float, int, float, Future[Any], Callable[[], Any]]] = []
+        self._mean = 0.0  # recent seconds per call, for how long a new call would wait
+        # (deadline, order, when queued, latest start (monotonic) or inf, future, call)
+        self._waiting: list[tuple[float, int, float, float, Future[Any], Callable[[], Any]]] = []
         self._order = itertools.count()
         self._ready = threading.Condition()
         self._closed = False
@@ -102,9 +125,11 @@ class Scheduler:
         If the caller is cancelled while the call waits, the call is dropped;
         once running it finishes in its thread, and its slot is freed only then.
         """
-        if (pace is None or not pace.admitted) and self._pending >= self.capacity:
-            self._rejected.inc()
-            raise Busy(f"{self.name} is busy: {self._pending} requests are running or waiting; try again shortly")
+        now = time.monotonic()
+        deadline = now if pace is None else pace.started + (pace.seconds if at is None else at)
+        latest = math.inf  # a call of a reply already playing runs however late: never cut a reply halfway
+        if pace is None or not pace.admitted:
+            latest = self._admit(deadline, now)
         if pace is not None:
             pace.admitted = True
         loop = asyncio.get_running_loop()
@@ -112,13 +137,33 @@ class Scheduler:
         with self._ready:
             if self._closed:
                 raise RuntimeError(f"{self.name} has shut down")
-            deadline = time.monotonic() if pace is None else pace.started + (pace.seconds if at is None else at)
-            item = (deadline, next(self._order), time.perf_counter(), future, lambda: func(*args))
+            item = (deadline, next(self._order), time.perf_counter(), latest, future, lambda: func(*args))
             heapq.heappush(self._waiting, item)
             self._ready.notify()
         self._pending += 1
         future.add_done_callback(lambda _: _call_soon(loop, self._release))
         return await asyncio.wrap_future(future)
+
+    def _admit(self, deadline: float, now: float) -> float:
+        """Raise Busy unless a new call can start soon enough for its client; returns the latest it may start."""
+        if self._pending >= self.capacity:
+            self._refuse(f"{self._pending} requests are running or waiting", self._wait(deadline))
+        waits = _PATIENCE.get()
+        if waits is None:
+            return math.inf
+        if (wait := self._wait(deadline)) > waits:
+            self._refuse(f"a new request would wait about {wait:.1f} s; its client waits {waits:g} s", wait)
+        return now + waits
+
+    def _wait(self, deadline: float) -> float:
+        """Seconds a call queued now with this deadline would wait: the calls ahead times the recent time per call."""
+        with self._ready:
+            ahead = self._running + sum(1 for item in self._waiting if item[0] <= deadline)
+        return max(0, ahead - self.workers + 1) * self._mean / self.workers
+
+    def _refuse(self, why: str, wait: float) -> None:
+        self._rejected.inc()
+        raise Busy(f"{self.name} is busy: {why}; try again shortly", retry_after=max(1.0, wait))
 
     def _work(self) -> None:
         while True:
@@ -127,9 +172,13 @@ class Scheduler:
                     self._ready.wait()
                 if self._closed:
                     return
-                _, _, queued, future, call = heapq.heappop(self._waiting)
+                _, _, queued, latest, future, call = heapq.heappop(self._waiting)
             if not future.set_running_or_notify_cancel():
                 continue  # its caller was cancelled while it waited
+            if time.monotonic() > latest:  # its client has given up: running it would only delay the next
+                self._rejected.inc()
+                future.set_exception(Busy(f"{self.name} is busy: the request waited longer than its client waits"))
+                continue
             started = time.perf_counter()
             self._queue_wait.observe(started - queued)
             with self._ready:
@@ -145,9 +194,11 @@ class Scheduler:
 
     def _ran(self, started: float) -> None:
         """A call has ended: counted before its caller hears, so a scrape after the answer sees it."""
-        self._inference.observe(time.perf_counter() - started)
+        took = time.perf_counter() - started
+        self._inference.observe(took)
         with self._ready:
             self._running -= 1
+            self._mean += _SMOOTHING * (took - self._mean) if self._mean else took
 
     def _release(self) -> None:
         self._pending -= 1

@@ -31,6 +31,7 @@ WINDOW_STEP = 5  # seconds: windows come in a few sizes, so that pieces share ba
 MIN_SILENCE = 5  # seconds of window after the speech, at the least
 FULL_WINDOW = 30  # seconds: Whisper's own window
 MAX_PROMPT_TOKENS = 200  # of bias text; Whisper allows 223 before the transcript
+PROMPT_CHARS = 16 * MAX_PROMPT_TOKENS  # the end of a prompt that holds its last tokens, with room
 _TOKENS_PER_SECOND = 10  # more than any speech needs; a text longer than that is a loop
 _MAX_COMPRESSION = 2.0  # gzip ratio above which a text is repetitive (Whisper uses 2.4 on 30 s)
 _MIN_LOGPROB = -1.0  # mean token log-probability below which a text is a guess
@@ -131,10 +132,14 @@ class Decoder:
         self._tokenizers: dict[tuple[str, str], Tokenizer] = {}
 
     def prompt_tokens(self, prompt: str) -> tuple[int, ...]:
-        """Bias text as tokens, at most MAX_PROMPT_TOKENS (the end is kept: it counts most)."""
+        """Bias text as tokens, at most MAX_PROMPT_TOKENS (the end is kept: it counts most).
+
+        Only the end of the text is tokenised: MAX_PROMPT_TOKENS tokens never span more than PROMPT_CHARS.
+        """
         if not prompt.strip():
             return ()
-        return tuple(self._tokenizer("transcribe", "en").encode(" " + prompt.strip())[-MAX_PROMPT_TOKENS:])
+        text = " " + prompt.strip()[-PROMPT_CHARS:]
+        return tuple(self._tokenizer("transcribe", "en").encode(text)[-MAX_PROMPT_TOKENS:])
 
     def decode(self, jobs: list[Job]) -> list[Decoded]:
         """Decode jobs that share one batch key."""

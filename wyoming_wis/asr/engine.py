@@ -13,6 +13,7 @@ import asyncio
 import logging
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -22,7 +23,7 @@ from faster_whisper import WhisperModel
 from .. import memory
 from ..audio import WHISPER_RATE
 from ..catalog import Found
-from ..errors import UnsupportedLanguage
+from ..errors import BadRequest, UnsupportedLanguage
 from ..languages import whisper_code
 from ..runtime import Runtime
 from ..scheduler import Scheduler
@@ -31,6 +32,10 @@ from .decoder import Decoded, Decoder, Job, Options, Segment, Word, compression_
 from .vad import Piece, SpeechDetector
 
 _LOGGER = logging.getLogger(__name__)
+MAX_PROMPT_CHARS = 8192  # a request's own prompt; Whisper reads only its last 200 tokens (about 800 characters)
+MAX_WORDS = 1024  # names or terms in one request (Home Assistant sends its devices and areas)
+MAX_WORD_CHARS = 256  # in one name or term
+PROMPT_CACHE = 64  # tokenised prompts kept: the server's own, and the few that each client repeats
 
 
 @dataclass(frozen=True)
@@ -59,6 +64,7 @@ class Bias:
         Names go last because the prompt is cut from the front when too long,
         and names (Home Assistant's devices and areas) matter most.
         """
+        _check_bias(names, terms, text)
         words = list(dict.fromkeys(word.strip() for word in [*terms, *self.hotwords, *names] if word.strip()))
         parts = [part.strip() for part in (self.initial_prompt, text) if part and part.strip()]
         if words:
@@ -108,7 +114,7 @@ class WhisperEngine:
                 )
         self.scheduler = Scheduler(f"whisper-{found.name}", workers, queue_size, engine="whisper", model=found.name)
         self.batcher = Batcher(self._decode, max_batch)
-        self._prompts: dict[str, tuple[int, ...]] = {}
+        self._prompts: OrderedDict[str, tuple[int, ...]] = OrderedDict()  # least recently used first
         # Loaded or not: decoding holds `_active`; unloading needs it at zero.
         self._load_lock = threading.Lock()
         self._active = 0
@@ -171,7 +177,7 @@ class WhisperEngine:
         known = {} if known is None else known
         todo = [piece for piece in pieces if piece not in known]
         if todo:
-            prompt = self._prompt_tokens(options.prompt)
+            prompt = await self._prompt_tokens(options.prompt)
             slots = self.batcher.submit([Job(audio[start:end], options, prompt) for start, end in todo])
             try:
                 known.update(zip(todo, await self.scheduler.run(self.batcher.process, slots), strict=True))
@@ -180,10 +186,16 @@ class WhisperEngine:
                 raise
         return _transcript(pieces, [known[piece] for piece in pieces], len(audio), options)
 
-    def _prompt_tokens(self, prompt: str) -> tuple[int, ...]:
-        if prompt not in self._prompts:
-            self._prompts[prompt] = self.decoder.prompt_tokens(prompt)
-        return self._prompts[prompt]
+    async def _prompt_tokens(self, prompt: str) -> tuple[int, ...]:
+        """The prompt's tokens, tokenised in a worker thread the first time, kept for the next PROMPT_CACHE."""
+        tokens = self._prompts.get(prompt)
+        if tokens is None:
+            tokens = await asyncio.to_thread(self.decoder.prompt_tokens, prompt)
+            self._prompts[prompt] = tokens
+            while len(self._prompts) > PROMPT_CACHE:
+                self._prompts.popitem(last=False)
+        self._prompts.move_to_end(prompt)
+        return tokens
 
     def _decode(self, jobs: list[Job]) -> list[Decoded]:
         with self._load_lock:
@@ -226,6 +238,17 @@ class WhisperEngine:
 
     def close(self) -> None:
         self.scheduler.close()
+
+
+def _check_bias(names: Sequence[str], terms: Sequence[str], text: str | None) -> None:
+    """Refuse bias past its caps before any of it is joined or tokenised."""
+    if text is not None and len(text) > MAX_PROMPT_CHARS:
+        raise BadRequest(f"The prompt is {len(text)} characters; the limit is {MAX_PROMPT_CHARS}")
+    for kind, words in (("names", names), ("terms", terms)):
+        if len(words) > MAX_WORDS:
+            raise BadRequest(f"{len(words)} transcript {kind}; the limit is {MAX_WORDS}")
+        if any(len(word) > MAX_WORD_CHARS for word in words):
+            raise BadRequest(f"A transcript {kind[:-1]} is longer than {MAX_WORD_CHARS} characters")
 
 
 def _transcript(pieces: list[Piece], decoded: list[Decoded], samples: int, options: Options) -> Transcript:

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..audio import WHISPER_RATE, AudioFormat, PcmConverter
+from ..budget import Hold
 from ..errors import AudioTooLong, WisError
 from .vad import PAD, Piece, SpeechDetector
 
@@ -49,12 +50,17 @@ OnText = Callable[[str], Awaitable[None]]
 
 class AsrSession:
     def __init__(
-        self, engine: WhisperEngine, options: Options, max_seconds: float, on_text: OnText | None = None
+        self, engine: WhisperEngine, options: Options, max_seconds: float, hold: Hold, on_text: OnText | None = None
     ) -> None:
-        """`on_text`, if given, receives stable text as it is recognised, in pieces that join into the final text."""
+        """`on_text`, if given, receives stable text as it is recognised, in pieces that join into the final text.
+
+        `hold` is the session's share of the memory budget: the audio buffer is counted in it before it grows,
+        and given back by `close`.
+        """
         self.engine = engine
         self.options = options
         self.max_seconds = max_seconds
+        self.hold = hold
         self.seconds = 0.0  # audio received so far
         self._on_text = on_text
         self._converter: PcmConverter | None = None
@@ -70,24 +76,30 @@ class AsrSession:
         self._first_audio: float | None = None
         self._finishing = False
 
-    def feed(self, pcm: bytes, audio_format: AudioFormat) -> None:
-        """Add audio; the format may change between pieces. Call from the event loop."""
+    async def feed(self, pcm: bytes, audio_format: AudioFormat) -> None:
+        """Add audio; the format may change between pieces. It is converted in a worker thread; feed one piece
+        at a time."""
+        self._count(audio_format.seconds(len(pcm)))
         if self._converter is None or self._converter.source != audio_format:
             self._flush()
             self._converter = PcmConverter(audio_format)
-        self._add(audio_format.seconds(len(pcm)), lambda: self._converter.convert(pcm))  # type: ignore[union-attr]
+        self._add(await asyncio.to_thread(self._converter.convert, pcm))
 
     def feed_samples(self, samples: np.ndarray) -> None:
         """Add audio already at 16 kHz mono float32 (a decoded file), with no conversion on the event loop."""
+        self._count(len(samples) / WHISPER_RATE)
         self._flush()
-        self._add(len(samples) / WHISPER_RATE, lambda: samples)
+        self._add(samples)
 
-    def _add(self, seconds: float, samples: Callable[[], np.ndarray]) -> None:
-        """Count the audio against the limit before converting it, then keep it and wake the follower."""
+    def _count(self, seconds: float) -> None:
+        """Count the audio against the limit before converting or keeping it."""
         self.seconds += seconds
         if self.seconds > self.max_seconds:
             raise AudioTooLong(f"Audio is longer than the limit of {self.max_seconds:g} seconds")
-        self._append(samples())
+
+    def _add(self, samples: np.ndarray) -> None:
+        """Keep the audio and wake the follower."""
+        self._append(samples)
         if self._first_audio is None:
             self._first_audio = time.monotonic()
         if self._on_text is not None and self._follower is None:
@@ -110,10 +122,12 @@ class AsrSession:
         return dataclasses.replace(transcript, duration=len(audio) / WHISPER_RATE)
 
     def close(self) -> None:
-        """Stop work ahead of need; for a request that ends without `finish`."""
+        """Stop work ahead of need and give the buffer's memory back to the budget; call once the request ends,
+        answered or not. `audio()` stays readable."""
         self._finishing = True
         if self._follower is not None:
             self._follower.cancel()
+        self.hold.close()
 
     # -- ahead of the end ------------------------------------------------------
 
@@ -195,12 +209,21 @@ class AsrSession:
     # -- audio buffer ---------------------------------------------------------
 
     def _append(self, samples: np.ndarray) -> None:
+        """Keep samples, growing the buffer (counted in the budget first) by doubling, up to the audio limit."""
         end = self._samples + len(samples)
-        if end > len(self._buffer):
-            grown = np.zeros(max(end, 2 * len(self._buffer), WHISPER_RATE), dtype=np.float32)
+        if self._samples == 0 and samples.dtype == np.float32 and samples.flags.owndata and samples.flags.writeable:
+            self.hold.set(samples.nbytes)  # a decoded file: kept as it is, not copied
+            self._buffer = samples
+        elif end > len(self._buffer):
+            most = int(self.max_seconds * WHISPER_RATE) + WHISPER_RATE  # a resampler may add a few samples
+            size = max(end, min(max(2 * len(self._buffer), WHISPER_RATE), most))
+            self.hold.set(size * 4)
+            grown = np.zeros(size, dtype=np.float32)
             grown[: self._samples] = self._buffer[: self._samples]
             self._buffer = grown
-        self._buffer[self._samples : end] = samples
+            self._buffer[self._samples : end] = samples
+        else:
+            self._buffer[self._samples : end] = samples
         self._samples = end
 
     def audio(self) -> np.ndarray:

@@ -44,7 +44,7 @@ from TTS.tts.models.xtts import Xtts
 
 from ..audio import AudioFormat, decode_file
 from ..catalog import Found
-from ..errors import BadAudio, BadRequest, StartupError, TextTooLong, UnknownSpeaker, UnsupportedLanguage
+from ..errors import AudioTooLong, BadAudio, BadRequest, StartupError, TextTooLong, UnknownSpeaker, UnsupportedLanguage
 from ..runtime import Runtime
 from ..scheduler import Pace, Scheduler
 from .params import SpeechParams
@@ -555,13 +555,14 @@ def _check_reference_size(audio: bytes) -> None:
 def _decode(audio: bytes, rate: int) -> np.ndarray:
     """Any file PyAV reads, as mono float32 at `rate`, checked for length and silence."""
     _check_reference_size(audio)
-    samples = decode_file(audio, rate, MAX_REFERENCE_SECONDS, "reference audio")
-    seconds = len(samples) / rate
-    if seconds > MAX_REFERENCE_SECONDS:
+    try:
+        samples = decode_file(audio, rate, MAX_REFERENCE_SECONDS, "reference audio")
+    except AudioTooLong as err:
         raise BadAudio(
             f"The reference audio is longer than {MAX_REFERENCE_SECONDS:.0f} s; "
             f"use {MIN_REFERENCE_SECONDS:.0f}-{MAX_REFERENCE_SECONDS:.0f} s of clear speech"
-        )
+        ) from err
+    seconds = len(samples) / rate
     if seconds < MIN_REFERENCE_SECONDS:
         raise BadAudio(
             f"The reference audio is {seconds:.1f} s; XTTS needs at least {MIN_REFERENCE_SECONDS:.0f} s of speech"

@@ -29,7 +29,8 @@ from .. import metrics
 from ..asr import AsrSession
 from ..audio import AudioFormat, chunks
 from ..core import Core
-from ..errors import BadRequest, ShuttingDown, Timeout, UnknownProgram, WisError
+from ..errors import BadRequest, Busy, ShuttingDown, Timeout, UnknownProgram, WisError
+from ..scheduler import patience
 from ..tts import SpeechStream
 from .info import PROGRAM_NAME, build_info
 from .reader import EventLimits, Idle, read_event
@@ -40,6 +41,7 @@ LAST_ERROR_SECONDS = 5.0  # to send the error before closing a connection
 # After a failed request, what the client still sends of it is read and dropped, up to the request's end or this
 # long: the longest Home Assistant streams a command before its audio-stop (it reads only after sending it).
 HANG_UP_SECONDS = 15.0
+EVICT_SECONDS = 1.0  # to tell an evicted idle connection why, before its slot goes to another address
 
 
 class WyomingHandler(AsyncEventHandler):
@@ -47,6 +49,8 @@ class WyomingHandler(AsyncEventHandler):
         super().__init__(reader, writer)
         self.core = core
         self.peer = _peer(writer)
+        self.host = host_of(writer)  # connection slots are shared fairly by address
+        self.last_event = time.monotonic()
         # Chosen with select-program for the rest of the connection.
         self.asr_model: str | None = None
         self.voice: str | None = None
@@ -90,6 +94,7 @@ class WyomingHandler(AsyncEventHandler):
                     break
                 if event is None or self._stopping:
                     break
+                self.last_event = time.monotonic()
                 if self._hung_up:  # closing now would reset the connection and lose the error with it
                     if AudioStop.is_type(event.type) or SynthesizeStop.is_type(event.type):
                         break
@@ -121,7 +126,8 @@ class WyomingHandler(AsyncEventHandler):
                 message = event_class.from_event(event)
             except (KeyError, TypeError, ValueError, AttributeError) as err:
                 raise BadRequest(f"Malformed {event.type} event: {err!r}") from err
-            await method(self, message)
+            with patience(self.core.settings.wyoming_max_wait):  # also for the tasks a request starts
+                await method(self, message)
         except WisError as err:
             self._request(_KINDS[event_class]).failed(err)
             await self._fail(err, _KINDS[event_class])
@@ -132,6 +138,21 @@ class WyomingHandler(AsyncEventHandler):
             self._request(_KINDS[event_class]).failed(err)
             await self._fail(WisError(f"Internal error handling {event.type}; see the server log"), _KINDS[event_class])
         return True
+
+    @property
+    def idle(self) -> bool:
+        """Waiting for a next request, with none open: a slot that may be given to another address."""
+        return not self._answering and self._session is None and not self._in_stream and not self._hung_up
+
+    async def evict(self) -> None:
+        """Close this idle connection to make room for a client from another address, telling it why."""
+        _LOGGER.warning("Closing idle Wyoming connection %s to make room for another address", self.peer)
+        err = Busy("Connection closed to make room for a client from another address (--max-connections)")
+        with suppress(ConnectionError, TimeoutError):
+            async with asyncio.timeout(EVICT_SECONDS):
+                await super().write_event(Error(text=err.message, code=err.code).event())
+        self.writer.close()
+        self.reader.feed_eof()
 
     async def disconnect(self) -> None:
         if self._speaking is not None:
@@ -191,7 +212,7 @@ class WyomingHandler(AsyncEventHandler):
     async def _audio_chunk(self, chunk: AudioChunk) -> None:
         if self._session is None:
             self._session = self._open_session(self.asr_model)
-        self._session.feed(chunk.audio or b"", _audio_format(chunk))
+        await self._session.feed(chunk.audio or b"", _audio_format(chunk))
 
     async def _audio_stop(self, _: AudioStop) -> None:
         ended = time.perf_counter()
@@ -331,8 +352,17 @@ class WyomingHandler(AsyncEventHandler):
             await self.write_event(AudioStop().event())
 
     async def write_event(self, event: Event) -> None:
-        if not self._hung_up:  # once hung up, the error was the answer
-            await super().write_event(event)
+        """Send an event, if the client takes it within --send-timeout; one that stops reading is cut off."""
+        if self._hung_up:  # once hung up, the error was the answer
+            return
+        seconds = self.core.settings.send_timeout
+        try:
+            async with asyncio.timeout(seconds):
+                await super().write_event(event)
+        except TimeoutError:
+            _LOGGER.warning("Wyoming client %s read nothing for %g s (--send-timeout); closing", self.peer, seconds)
+            self.writer.transport.abort()
+            raise ConnectionResetError(f"{self.peer} stopped reading") from None
 
     async def _send_last_error(self, err: WisError) -> None:
         """The error that ends the connection, if the client takes it soon: one that reads nothing cannot hold us."""
@@ -366,8 +396,15 @@ def _peer(writer: asyncio.StreamWriter) -> str:
     """host:port for TCP clients, for the log; a Unix socket or stdio client is "local"."""
     address = writer.get_extra_info("peername")
     if isinstance(address, tuple) and len(address) >= 2:
-        host = f"[{address[0]}]" if ":" in str(address[0]) else address[0]
-        return f"{host}:{address[1]}"
+        return f"{host_of(writer)}:{address[1]}"
+    return "local"
+
+
+def host_of(writer: asyncio.StreamWriter) -> str:
+    """The client's address (IPv6 in brackets), or "local" for a Unix socket or stdio client."""
+    address = writer.get_extra_info("peername")
+    if isinstance(address, tuple) and len(address) >= 2:
+        return f"[{address[0]}]" if ":" in str(address[0]) else str(address[0])
     return "local"
 
 

@@ -4,7 +4,10 @@ The header line's length is the stream reader's `limit`, which its servers leave
 asyncio's 64 KiB; and they accept any number of connections. These pass
 `--max-event-line-bytes` to the reader, and answer a connection past
 `--max-connections` with an `error` event (code `busy`) and close it, so a flood of
-idle sockets cannot use up the server. On SIGTERM an event being answered (a
+idle sockets cannot use up the server. The slots are shared fairly by address: when
+they are full, a client from an address holding fewer of them than another takes the
+slot of that other address's longest-idle connection, so one host (a broken or
+hostile device) cannot lock Home Assistant out. On SIGTERM an event being answered (a
 transcript, a synthesis) is still answered, within SHUTDOWN_SECONDS.
 """
 
@@ -21,6 +24,7 @@ from wyoming.server import AsyncEventHandler, AsyncServer, AsyncTcpServer, Async
 
 from ..config import Settings
 from ..errors import Busy
+from .handler import WyomingHandler, host_of
 
 _LOGGER = logging.getLogger(__name__)
 REFUSAL_SECONDS = 5.0  # at most this long to tell a refused client why
@@ -37,7 +41,7 @@ class _Limits:
     async def _handler_callback(
         self, handler_factory: HandlerFactory, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
-        if len(self._handlers) >= self.max_connections:
+        if len(self._handlers) >= self.max_connections and not await self._make_room(host_of(writer)):
             _LOGGER.warning("Refusing a Wyoming connection: %s already open (--max-connections)", len(self._handlers))
             busy = Busy(f"Too many connections: {self.max_connections} already open (--max-connections)")
             try:
@@ -48,6 +52,22 @@ class _Limits:
             writer.close()
             return
         await super()._handler_callback(handler_factory, reader, writer)  # type: ignore[misc]
+
+    async def _make_room(self, host: str) -> bool:
+        """Evict the longest-idle connection of the address holding the most slots, if that is not `host` and
+        it holds more than `host` would; returns whether a slot was freed."""
+        by_host: dict[str, list[WyomingHandler]] = {}
+        for handler in self._handlers.values():
+            if isinstance(handler, WyomingHandler):
+                by_host.setdefault(handler.host, []).append(handler)
+        if not by_host:
+            return False
+        hog, held = max(by_host.items(), key=lambda item: len(item[1]))
+        idle = [handler for handler in held if handler.idle]
+        if hog == host or len(held) <= len(by_host.get(host, [])) + 1 or not idle:
+            return False
+        await min(idle, key=lambda handler: handler.last_event).evict()
+        return True
 
     async def stop(self) -> None:
         """Take no new connections; let events being answered finish for up to SHUTDOWN_SECONDS, then cancel."""

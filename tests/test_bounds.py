@@ -1,0 +1,331 @@
+"""Bounded by construction (issue 19): hostile audio, a global memory budget, prompts, slots and waits.
+
+Each test is one attack as a client on the network would make it, answered with a precise error while the server
+keeps serving everyone else. One server with a small budget and short waits serves the module.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import av
+import httpx
+import numpy as np
+import pytest
+from helpers import (
+    CORPUS,
+    Pcm,
+    Server,
+    assert_clean_log,
+    load_audio,
+    read_until,
+    send_audio,
+    silence,
+    start_server,
+    transcribe,
+    wav_bytes,
+)
+from wyoming.asr import Transcribe
+from wyoming.audio import AudioChunk, AudioStart
+from wyoming.client import AsyncTcpClient
+from wyoming.event import async_read_event, async_write_event
+from wyoming.info import Describe
+from wyoming.tts import Synthesize
+
+from wyoming_wis.errors import Busy
+from wyoming_wis.scheduler import Scheduler, patience
+
+BUDGET_MB = 8  # 128 s of 16 kHz float audio, held at once by all clients
+MAX_AUDIO_SECONDS = 120  # one session's buffer: up to 121 s, 7.7 MB
+MAX_CONNECTIONS = 4
+SEND_SECONDS = 2.0
+HTTP_WAIT = 0.2  # --http-max-wait: any queue at all is too long
+SPOKEN = CORPUS / "LJ001-0004.flac"
+
+
+@pytest.fixture(scope="module")
+def bounded(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    flags = {
+        "--memory-budget-mb": BUDGET_MB,
+        "--max-audio-seconds": MAX_AUDIO_SECONDS,
+        "--max-connections": MAX_CONNECTIONS,
+        "--send-timeout": SEND_SECONDS,
+        "--http-max-wait": HTTP_WAIT,
+        "--asr-workers": 1,
+    }
+    args = ["--data-dir", str(data_dir), "--asr-model", "tiny.en", "--voice", "en_US-joe-medium"]
+    running = start_server(
+        [*args, *(str(part) for pair in flags.items() for part in pair)], tmp_path_factory.mktemp("b")
+    )
+    yield running
+    running.stop()
+    assert_clean_log(running.log)
+
+
+def rss_mb(server: Server) -> float:
+    for line in Path(f"/proc/{server.process.pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+class PeakMemory:
+    """The server's largest resident size while the block runs, sampled every 10 ms."""
+
+    def __init__(self, server: Server) -> None:
+        self.server, self.peak, self._done = server, 0.0, threading.Event()
+
+    def __enter__(self) -> PeakMemory:
+        self.before = rss_mb(self.server)
+        self._thread = threading.Thread(target=self._sample)
+        self._thread.start()
+        return self
+
+    def _sample(self) -> None:
+        while not self._done.wait(0.01):
+            self.peak = max(self.peak, rss_mb(self.server))
+
+    def __exit__(self, *_: object) -> None:
+        self._done.set()
+        self._thread.join()
+
+
+def tiny_rate_flac(rate: int) -> bytes:
+    """A FLAC whose header declares `rate` Hz, in one block of 65,535 samples: at 8 Hz that is 2 h 16 min, which
+    a resampler to 16 kHz would make 131 million samples (524 MB) of, in one allocation."""
+    out = io.BytesIO()
+    with av.open(out, "w", format="flac") as container:
+        stream = container.add_stream("flac", rate=rate, layout="mono", options={"frame_size": "65535"})
+        frame = av.AudioFrame.from_ndarray(np.zeros((1, 65535), dtype=np.int16), format="s16", layout="mono")
+        frame.sample_rate = rate
+        for packet in [*stream.encode(frame), *stream.encode(None)]:
+            container.mux(packet)
+    return out.getvalue()
+
+
+def budget_used(server: Server) -> float | None:
+    return server.metric("wis_memory_budget_used_bytes")
+
+
+# -- hostile files ---------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("path", "field"),
+    [("/v1/audio/transcriptions", "file"), ("/v1/audio/translations", "file"), ("/api/asr", "audio_file")],
+)
+async def test_a_file_declaring_a_tiny_rate_is_refused_before_it_is_resampled(
+    bounded: Server, path: str, field: str
+) -> None:
+    data = tiny_rate_flac(8)
+    with PeakMemory(bounded) as memory:
+        started = time.monotonic()
+        response = httpx.post(
+            bounded.http_url + path, files={field: ("tiny.flac", data, "audio/flac")}, data={"model": "whisper-1"}
+        )
+        elapsed = time.monotonic() - started
+    assert response.status_code == 415, response.text
+    assert response.json()["error"]["code"] == "unsupported-audio-format"
+    assert "8 Hz" in response.json()["error"]["message"]
+    assert elapsed < 2.0
+    assert memory.peak - memory.before < 100, f"{memory.before:.0f} MB -> {memory.peak:.0f} MB"
+
+
+# -- the memory budget -----------------------------------------------------------------------------------------------
+
+
+async def test_a_global_budget_refuses_new_audio_as_busy_and_is_given_back(bounded: Server) -> None:
+    """One Wyoming client holds 90 s of audio (7.7 MB of the 8 MB budget); a second one, a Willow device and an
+    upload are then refused as busy, not buffered; once the first is answered, all of it is free again."""
+    long = silence(90)
+    async with bounded.client() as holder:
+        await holder.write_event(Transcribe().event())
+        await holder.write_event(AudioStart(16000, 2, 1).event())
+        step = 32000 * 2  # 2 s per chunk
+        for start in range(0, len(long.audio), step):
+            await holder.write_event(AudioChunk(16000, 2, 1, audio=long.audio[start : start + step]).event())
+        await holder.write_event(Describe().event())  # answered once every chunk before it is in the buffer
+        await read_until(holder, "info", timeout=30)
+        assert budget_used(bounded) >= 7 * 2**20
+
+        async with bounded.client() as late:
+            refused = await transcribe(late, silence(10))
+        assert refused.type == "error" and refused.data["code"] == "busy", refused
+
+        willow = httpx.post(
+            bounded.http_url + "/api/willow",
+            content=silence(15).audio,
+            headers={
+                "x-audio-codec": "pcm",
+                "x-audio-sample-rate": "16000",
+                "x-audio-bits": "16",
+                "x-audio-channel": "1",
+            },
+        )
+        assert willow.status_code == 429, willow.text
+        assert int(willow.headers["Retry-After"]) >= 1
+
+        upload = httpx.post(
+            bounded.http_url + "/v1/audio/transcriptions",
+            files={"file": ("a.wav", wav_bytes(silence(15)), "audio/wav")},
+            data={"model": "whisper-1"},
+        )
+        assert upload.status_code == 429, upload.text
+        assert upload.json()["error"]["code"] == "busy"
+
+        await send_audio(holder, Pcm(b"", 16000, 2, 1))  # ends the first request
+        assert (await read_until(holder, "transcript", timeout=60))[-1].type == "transcript"
+    assert budget_used(bounded) == 0
+    async with bounded.client() as again:
+        heard = await transcribe(again, load_audio(SPOKEN))
+    assert heard.type == "transcript" and "block books" in heard.data["text"].lower()
+    assert budget_used(bounded) == 0
+
+
+# -- prompts, names and terms ----------------------------------------------------------------------------------------
+
+
+async def test_prompts_names_and_terms_past_their_caps_are_refused(bounded: Server) -> None:
+    started = time.monotonic()
+    response = httpx.post(
+        bounded.http_url + "/v1/audio/transcriptions",
+        files={"file": ("a.wav", wav_bytes(silence(1)), "audio/wav")},
+        data={"model": "whisper-1", "prompt": "word " * 2_000_000},  # 10 MB
+        timeout=60,
+    )
+    assert response.status_code == 400, response.text
+    assert "prompt" in response.json()["error"]["message"]
+    assert time.monotonic() - started < 10
+    async with bounded.client() as client:
+        await client.write_event(Transcribe(transcript_names=[f"lamp {n}" for n in range(2000)]).event())
+        error = (await read_until(client, "error", timeout=10))[-1]
+    assert error.data["code"] == "bad-request" and "names" in error.data["text"]
+    async with bounded.client() as client:  # a long prompt of Home Assistant's own kind is fine
+        names = [f"kitchen lamp {n}" for n in range(500)]
+        await client.write_event(Transcribe(transcript_names=names).event())
+        await send_audio(client, load_audio(SPOKEN))
+        assert (await read_until(client, "transcript"))[-1].type == "transcript"
+
+
+# -- slots -----------------------------------------------------------------------------------------------------------
+
+
+async def connect_from(server: Server, source: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    return await asyncio.open_connection(server.host, server.port, local_addr=(source, 0))
+
+
+async def test_one_address_cannot_hold_every_connection(bounded: Server) -> None:
+    """Every slot held idle from one address: a client from another address still gets in, in place of the
+    hog's longest-idle connection, which is told why; the hog itself gets no more."""
+    hogs = [await connect_from(bounded, "127.0.0.1") for _ in range(MAX_CONNECTIONS)]
+    await asyncio.sleep(0.2)
+    reader, writer = await connect_from(bounded, "127.0.0.2")
+    await async_write_event(Describe().event(), writer)
+    info = await asyncio.wait_for(async_read_event(reader), 5)
+    assert info is not None and info.type == "info"
+    evicted = await asyncio.wait_for(async_read_event(hogs[0][0]), 5)
+    assert evicted is not None and evicted.type == "error" and evicted.data["code"] == "busy"
+    assert await asyncio.wait_for(hogs[0][0].read(), 5) == b""
+
+    more_reader, more_writer = await connect_from(bounded, "127.0.0.1")
+    refused = await asyncio.wait_for(async_read_event(more_reader), 5)
+    assert refused is not None and refused.data["code"] == "busy"
+    for _, hog_writer in [*hogs, (reader, writer), (more_reader, more_writer)]:
+        hog_writer.close()
+
+
+async def test_a_client_that_stops_reading_speech_is_cut_off(bounded: Server) -> None:
+    """Synthesis of a long text to a client that reads nothing: the server stops within --send-timeout once its
+    buffers are full, instead of holding the connection, its slot and its speech for ever."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect((bounded.host, bounded.port))
+    reader, writer = await asyncio.open_connection(sock=sock)
+    text = "The quick brown fox jumps over the lazy dog near the river bank. " * 30
+    await async_write_event(Synthesize(text=text).event(), writer)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    started = time.monotonic()
+    deadline = started + 60
+    while "stopped reading" not in bounded.log and "read nothing" not in bounded.log:
+        assert time.monotonic() < deadline, "the server still waits on a client that reads nothing"
+        await asyncio.sleep(0.2)
+    writer.close()
+    async with AsyncTcpClient(bounded.host, bounded.port) as client:
+        await client.write_event(Describe().event())
+        assert (await read_until(client, "info", timeout=10))[-1].type == "info"
+
+
+# -- waits a client would give up on -----------------------------------------------------------------------------------
+
+
+async def test_a_request_that_cannot_start_before_its_client_gives_up_is_refused_at_once(bounded: Server) -> None:
+    """With --http-max-wait 0.2 and one Whisper worker busy, another upload is answered 429 at once with a
+    Retry-After from the recent time per call, instead of waiting its turn."""
+    speech = wav_bytes(load_audio(SPOKEN))
+    long = wav_bytes(Pcm(load_audio(SPOKEN).audio * 6, 16000, 2, 1))
+
+    def upload(data: bytes) -> httpx.Response:
+        return httpx.post(
+            bounded.http_url + "/v1/audio/transcriptions",
+            files={"file": ("a.wav", data, "audio/wav")},
+            data={"model": "whisper-1"},
+            timeout=120,
+        )
+
+    assert upload(long).status_code == 200  # the recent time per call is known
+    first = asyncio.get_running_loop().run_in_executor(None, upload, long)
+    deadline = time.monotonic() + 30
+    while bounded.metric("wis_inference_in_progress", engine="whisper", model="tiny.en") != 1:
+        assert time.monotonic() < deadline and not first.done()
+        await asyncio.sleep(0.02)
+    started = time.monotonic()
+    refused = upload(speech)
+    assert time.monotonic() - started < 1.0
+    assert refused.status_code == 429, refused.text
+    assert refused.json()["error"]["code"] == "busy"
+    assert int(refused.headers["Retry-After"]) >= 1
+    assert (await first).status_code == 200
+    assert upload(speech).status_code == 200  # free again
+
+
+async def test_scheduler_refuses_a_call_that_would_wait_past_its_clients_patience() -> None:
+    scheduler = Scheduler("test", workers=1, queue_size=8)
+    release = threading.Event()
+    try:
+        await scheduler.run(time.sleep, 0.3)  # the recent time per call: 0.3 s
+        running = asyncio.ensure_future(scheduler.run(release.wait, 10))
+        await asyncio.sleep(0.05)
+        with patience(0.1), pytest.raises(Busy) as refused:
+            await scheduler.run(lambda: "late")
+        assert refused.value.retry_after >= 0.3
+        with patience(5.0):  # a patient client is queued
+            waiting = asyncio.ensure_future(scheduler.run(lambda: "patient"))
+            await asyncio.sleep(0.05)
+        release.set()
+        assert await waiting == "patient"
+        await running
+    finally:
+        release.set()
+        scheduler.close()
+
+
+async def test_scheduler_drops_a_call_that_waited_longer_than_its_client() -> None:
+    """The estimate can be wrong (no call timed yet): a call whose client has given up by the time a worker is
+    free is dropped, not run."""
+    scheduler = Scheduler("test", workers=1, queue_size=8)
+    ran: list[str] = []
+    try:
+        blocking = asyncio.ensure_future(scheduler.run(time.sleep, 0.5))
+        await asyncio.sleep(0.05)
+        with patience(0.1), pytest.raises(Busy):
+            await scheduler.run(ran.append, "late")
+        await blocking
+        assert ran == []
+    finally:
+        scheduler.close()
