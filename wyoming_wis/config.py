@@ -429,8 +429,8 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "--memory-budget-mb",
         "Client data the server may hold at once across every request and frontend: audio buffered for "
-        "transcription, uploaded and decoded files, text waiting to be spoken. A request that would pass it is "
-        "answered 'busy' (HTTP 429 with Retry-After) instead of growing the server's memory.",
+        "transcription, uploaded files and their decoded audio. A request that would pass it is answered 'busy' "
+        "(HTTP 429 with Retry-After) instead of growing the server's memory.",
         default=512.0,
         type=_positive_float,
         metavar="MB",
