@@ -11,9 +11,9 @@ before the third sentence of a reply that is already playing.
 
 A client gives up after a while (a Willow device after 10 s), and work done after
 that is wasted and delays everyone behind it. So each frontend says how long its
-clients wait (`patience`): a call that would not start within that, by the queue
-ahead of it and the recent time per call, is refused as busy at once, and one that
-waited that long anyway is dropped rather than run.
+clients wait (`patience`): a call that would not be answered within that, by the
+queue ahead of it and the recent time per call, is refused as busy at once, and one
+that waited too long anyway is dropped rather than run.
 """
 
 from __future__ import annotations
@@ -145,14 +145,18 @@ class Scheduler:
         return await asyncio.wrap_future(future)
 
     def _admit(self, deadline: float, now: float) -> float:
-        """Raise Busy unless a new call can start soon enough for its client; returns the latest it may start."""
+        """Raise Busy unless a new call can be answered before its client gives up; returns the latest it may start."""
         if self._pending >= self.capacity:
             self._refuse(f"{self._pending} requests are running or waiting", self._wait(deadline))
         waits = _PATIENCE.get()
         if waits is None:
             return math.inf
-        if (wait := self._wait(deadline)) > waits:
-            self._refuse(f"a new request would wait about {wait:.1f} s; its client waits {waits:g} s", wait)
+        wait = self._wait(deadline)
+        if wait and wait + self._mean > waits:  # with a queue ahead, the answer must come before the client leaves
+            self._refuse(
+                f"a new request would be answered in about {wait + self._mean:.1f} s; its client waits {waits:g} s",
+                wait,
+            )
         return now + waits
 
     def _wait(self, deadline: float) -> float:
