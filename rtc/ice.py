@@ -17,6 +17,14 @@ browser; `advertise` names `--rtc-public-address` in the answer's host
 candidates instead, as pion's NAT 1:1 IPs or mediasoup's announced address do.
 The sockets stay where they are bound: the published port forwards a browser's
 packets to the container's address and the same port, where aioice answers.
+
+An offer's candidates name addresses that aioice would send connectivity checks
+to, so a client could aim the server's STUN at anyone. `admit` keeps only those
+of the connection's own ICE (`Reachable`): the signalling client's own address,
+a browser's mDNS name, and for relay candidates the configured TURN server. A
+browser whose candidates are dropped is still reached: its own checks to the
+answer's candidates teach aioice peer-reflexive ones, at addresses that have just
+proven they know the connection's ICE password.
 """
 
 from __future__ import annotations
@@ -28,12 +36,16 @@ import ipaddress
 import logging
 import random
 import re
+import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
+from aioice.mdns import is_mdns_hostname
 from aiortc import RTCConfiguration, RTCIceServer
 from aiortc.rtcicetransport import parse_stun_turn_uri
+from aiortc.sdp import candidate_from_sdp
 
 from wyoming_wis.config import PortRange, Settings
 from wyoming_wis.errors import StartupError
@@ -45,6 +57,10 @@ _CANDIDATE = re.compile(r"^a=candidate:\S+ \d+ udp \d+ (\S+) (\d+) typ (\w+)", r
 # a=candidate:FOUNDATION COMPONENT TRANSPORT PRIORITY ADDRESS PORT typ host ...
 _HOST_CANDIDATE = re.compile(r"^(a=candidate:\S+ (\d+) (\S+) \d+ )(\S+) ((\d+) typ host(?: .*)?)$", re.IGNORECASE)
 _CONNECTION = re.compile(r"^(c=IN IP[46] |a=rtcp:\d+ IN IP[46] )(\S+)$")
+_CANDIDATE_LINE = "a=candidate:"
+_END_OF_CANDIDATES = "a=end-of-candidates"
+MAX_REMOTE_CANDIDATES = 16  # per media section; a browser names a few per network interface
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 
 class PortsExhausted(Exception):
@@ -120,6 +136,83 @@ def check_candidates(sdp: str, ports: PortRange) -> None:
         )
 
 
+@dataclass(frozen=True)
+class Reachable:
+    """Where one connection's ICE may send checks besides peer-reflexive addresses (see the module's docstring)."""
+
+    client: IPAddress | None  # the signalling request's own remote address
+    relays: frozenset[IPAddress] = frozenset()  # the --rtc-turn server's addresses
+
+    def admits(self, host: str, kind: str) -> bool:
+        """Whether a remote candidate at `host` of type `kind` (host, srflx, prflx, relay) may be checked."""
+        if is_mdns_hostname(host):  # a browser hides its host address so; aioice asks the LAN
+            return True
+        address = _ip(host)
+        return address is not None and (address == self.client or (kind == "relay" and address in self.relays))
+
+
+async def reachable(remote: str | None, configuration: RTCConfiguration) -> Reachable:
+    """The policy for a connection whose offer came from `remote`, with the TURN servers' current addresses."""
+    return Reachable(_ip(remote), frozenset(await _turn_addresses(configuration)))
+
+
+def admit(sdp: str, allowed: Reachable) -> str:
+    """The offer as aiortc gets it: only candidates `allowed` admits, at most MAX_REMOTE_CANDIDATES a section.
+
+    A section that lost a candidate also loses its end-of-candidates: with it aioice would give up
+    once its own checks failed, before the browser's checks (from an address it may have dropped)
+    come to teach it a peer-reflexive one. Expects an offer aiortc parses (its candidates are sound).
+    """
+    lines = sdp.splitlines()
+    starts = [index for index, line in enumerate(lines) if line.startswith("m=")]
+    bounds = zip([0, *starts], [*starts, len(lines)], strict=True)
+    return _join([line for start, end in bounds for line in _admit_section(lines[start:end], allowed)], sdp)
+
+
+def _admit_section(lines: list[str], allowed: Reachable) -> list[str]:
+    kept: list[str] = []
+    admitted = 0
+    for line in lines:
+        if line.startswith(_CANDIDATE_LINE):
+            candidate = candidate_from_sdp(line[len(_CANDIDATE_LINE) :])
+            if admitted >= MAX_REMOTE_CANDIDATES or not allowed.admits(candidate.ip, candidate.type):
+                _LOGGER.debug("Remote ICE candidate dropped: %s %s:%s", candidate.type, candidate.ip, candidate.port)
+                continue
+            admitted += 1
+        kept.append(line)
+    if len(kept) < len(lines):
+        return [line for line in kept if line != _END_OF_CANDIDATES]
+    return kept
+
+
+async def _turn_addresses(configuration: RTCConfiguration) -> set[IPAddress]:
+    hosts = []
+    for server in configuration.iceServers or []:
+        uri = parse_stun_turn_uri(str(server.urls))  # checked at startup
+        if uri["scheme"] in ("turn", "turns"):
+            hosts.append(uri["host"])
+    loop = asyncio.get_running_loop()
+    found: set[IPAddress] = set()
+    for host in hosts:
+        try:
+            infos = await loop.getaddrinfo(host, None, type=socket.SOCK_DGRAM)
+        except OSError as err:
+            _LOGGER.warning("TURN server %s: no address (%s); browsers' relay candidates are dropped", host, err)
+            continue
+        found |= {address for info in infos if (address := _ip(str(info[4][0]))) is not None}
+    return found
+
+
+def _ip(text: str | None) -> IPAddress | None:
+    """An IP address (an IPv4-mapped IPv6 one as IPv4, as a dual-stack socket names IPv4 peers), or None."""
+    try:
+        address = ipaddress.ip_address(text or "")
+    except ValueError:
+        return None
+    mapped = getattr(address, "ipv4_mapped", None)
+    return mapped or address
+
+
 def advertise(sdp: str, address: str | None) -> str:
     """The answer as sent: its host candidates of `address`'s IP family name `address` (ports unchanged).
 
@@ -147,8 +240,13 @@ def advertise(sdp: str, address: str | None) -> str:
         elif (match := _CONNECTION.match(line)) and match[2] in replaced:
             line = f"{match[1]}{address}"  # the same family: IP4 or IP6 stays
         sent.append(line)
-    end = "\r\n" if "\r\n" in sdp else "\n"
-    return end.join(sent) + (end if sdp.endswith("\n") else "")
+    return _join(sent, sdp)
+
+
+def _join(lines: list[str], like: str) -> str:
+    """`lines` as a description, with `like`'s line ends."""
+    end = "\r\n" if "\r\n" in like else "\n"
+    return end.join(lines) + (end if like.endswith("\n") else "")
 
 
 def _family(address: str) -> int | None:

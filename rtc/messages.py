@@ -78,6 +78,8 @@ def parse(data: str | bytes) -> Message:
         decoded = json.loads(data)
     except ValueError as err:
         raise BadMessage(f"Not JSON: {err}") from None
+    except RecursionError:
+        raise BadMessage("Not JSON this server reads: nested too deep") from None
     if not isinstance(decoded, dict) or not isinstance(decoded.get("type"), str):
         raise BadMessage('A message is a JSON object with a "type"')
     if decoded["type"] not in CLIENT_TYPES:

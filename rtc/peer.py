@@ -21,7 +21,8 @@ its state becomes failed or closed (aioice's consent checks fail a vanished
 peer in about 30 s), when no RTP, RTCP or data-channel packet has come from
 the peer for `--rtc-idle-timeout` seconds (an open data channel's heartbeats
 count; this also ends a connection that never got going), or when the server
-stops; everything it holds is freed then.
+stops; everything it holds is freed then. Closing never fails: each step is
+guarded, and the connection's place is given back in any case.
 """
 
 from __future__ import annotations
@@ -31,11 +32,12 @@ import dataclasses
 import itertools
 import logging
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
 from concurrent.futures import Executor
+from contextlib import contextmanager
 from typing import Any
 
-from aiortc import MediaStreamTrack, RTCDataChannel, RTCPeerConnection, RTCSessionDescription
+from aiortc import MediaStreamTrack, RTCDataChannel, RTCPeerConnection, RTCSessionDescription, sdp
 from aiortc.exceptions import InvalidStateError
 from aiortc.mediastreams import MediaStreamError
 from aiortc.rtcrtpreceiver import RTCRtpReceiver
@@ -55,10 +57,44 @@ from .track import Listener
 _LOGGER = logging.getLogger(__name__)
 _IDS = itertools.count(1)
 CLOSING_STATES = ("failed", "closed")
+CLOSE_TIMEOUT = 5.0  # seconds for each step of closing: aiortc says goodbye (DTLS, SCTP) without waiting for replies
+MAX_SECTIONS = 4  # media sections in an offer; a browser's has two (the microphone, the data channel)
+SENDING = ("sendrecv", "sendonly")  # an offer's audio directions that send the microphone
+NO_AUDIO = "The offer has no audio track: add the microphone's track before making the offer"
+NO_CHANNEL = 'The offer has no data channel: create one (e.g. "chat") before making the offer'
 
 
 class BadOffer(Exception):
-    """An offer this server cannot answer (no audio, no data channel)."""
+    """An offer this server cannot answer (unreadable, no audio, no data channel)."""
+
+
+def check_offer(text: str) -> None:
+    """Raise BadOffer for an offer this server cannot use, before any connection is made for it.
+
+    aiortc's parser asserts and indexes its way through a description, so any error it raises is
+    the text's. What it reads but its peer connection would trip over later (a section without
+    its own mid or DTLS setup, a BUNDLE naming none) is refused here too, as are more sections than
+    a browser sends (each unbundled one would gather its own ports).
+    """
+    try:
+        description = sdp.SessionDescription.parse(text)
+    except Exception as err:  # see the docstring
+        raise BadOffer(f"Not a session description aiortc can read ({str(err) or type(err).__name__})") from None
+    media = description.media
+    if len(media) > MAX_SECTIONS:
+        raise BadOffer(f"The offer has {len(media)} media sections; at most {MAX_SECTIONS} are answered")
+    mids = [section.rtp.muxId for section in media]
+    if "" in mids or len(set(mids)) < len(mids):
+        raise BadOffer("Each media section needs its own a=mid")
+    if any(section.dtls is None or not section.dtls.fingerprints for section in media):
+        raise BadOffer("Each media section needs DTLS parameters: a=setup and a=fingerprint")
+    for group in description.group:
+        if group.semantic == "BUNDLE" and not set(group.items) <= set(mids):
+            raise BadOffer(f"a=group:BUNDLE names a mid no section has: {' '.join(group.items)}")
+    if not any(section.kind == "audio" and section.direction in SENDING for section in media):
+        raise BadOffer(NO_AUDIO)
+    if not any(section.kind == "application" for section in media):
+        raise BadOffer(NO_CHANNEL)
 
 
 @dataclasses.dataclass
@@ -87,6 +123,7 @@ class Peer:
         self.remote = remote  # the browser's address, for the log
         self.pc = pc
         self.closed = False
+        self._closing: asyncio.Task[None] | None = None
         self._core = core
         self._defaults = defaults
         self._limits = limits
@@ -104,17 +141,16 @@ class Peer:
         self._spawn(self._watch())
 
     async def answer(self, offer: RTCSessionDescription) -> RTCSessionDescription:
-        """The answer to the browser's offer, with candidates in `--rtc-ports` (at `--rtc-public-address` if set).
+        """The answer to a browser's offer that `check_offer` passed, with candidates in `--rtc-ports`
+        (at `--rtc-public-address` if set).
 
-        Raises BadOffer, ValueError (or aiortc's errors) for an offer that cannot be answered,
+        Raises ValueError (or aiortc's errors) for an offer that cannot be answered after all,
         and ice.PortsExhausted when the port range is full.
         """
         await self.pc.setRemoteDescription(offer)
         audio = [t for t in self.pc.getTransceivers() if t.kind == "audio" and t.receiver.track is not None]
-        if not audio:
-            raise BadOffer("The offer has no audio track: add the microphone's track before making the offer")
-        if self.pc.sctp is None:
-            raise BadOffer('The offer has no data channel: create one (e.g. "chat") before making the offer')
+        if not audio or self.pc.sctp is None:  # check_offer's sections, as aiortc took them
+            raise BadOffer(NO_AUDIO if not audio else NO_CHANNEL)
         for transceiver in self.pc.getTransceivers():
             if transceiver is not audio[0]:
                 transceiver.direction = "inactive"  # one microphone is listened to; nothing else may pile up
@@ -128,22 +164,58 @@ class Peer:
         return RTCSessionDescription(sdp=ice.advertise(local.sdp, self._limits.public_address), type=local.type)
 
     async def close(self, reason: str) -> None:
-        """End the connection and free everything it holds; later calls do nothing."""
-        if self.closed:
-            return
-        self.closed = True
+        """End the connection and free everything it holds; later calls wait for the first's end.
+
+        The closing goes on if the caller is cancelled meanwhile (a signalling request whose client left).
+        """
+        if self._closing is None:
+            self.closed = True
+            self._closing = asyncio.create_task(self._teardown(reason))  # held here until it is done
+        await asyncio.shield(self._closing)
+
+    async def _teardown(self, reason: str) -> None:
+        """Each step guarded and bounded; the connection's place given back whatever happens."""
         _LOGGER.info("WebRTC connection %d closed: %s", self.id, reason)
-        if self._utterance is not None:
-            self._utterance.cancel()
-            self._utterance = None
-        current = asyncio.current_task()
-        tasks = [task for task in self._tasks if task is not current]
-        for task in tasks:
-            task.cancel()
-        await self.pc.close()  # stops the receiver, which ends the track and so the reader
-        await asyncio.gather(*tasks, return_exceptions=True)
-        metrics.rtc_session(opened=False)
-        self._on_closed(self)
+        try:
+            with self._guarded("ending the utterance"):
+                if self._utterance is not None:
+                    utterance, self._utterance = self._utterance, None
+                    utterance.cancel()
+            tasks = list(self._tasks)
+            for task in tasks:
+                task.cancel()
+            await self._close_pc()  # stops the receiver, which ends the track and so the reader
+            if tasks:
+                await asyncio.wait(tasks, timeout=CLOSE_TIMEOUT)
+        finally:
+            self._on_closed(self)
+            metrics.rtc_session(opened=False)
+
+    async def _close_pc(self) -> None:
+        """aiortc's close; should it fail part way, each of its steps again, so that no socket stays open."""
+        with self._guarded("closing the peer connection"):
+            await asyncio.wait_for(self.pc.close(), CLOSE_TIMEOUT)
+            return
+        for part in self._parts():
+            with self._guarded(f"stopping its {type(part).__name__}"):
+                await asyncio.wait_for(part.stop(), CLOSE_TIMEOUT)
+
+    def _parts(self) -> list[Any]:
+        """What aiortc's close stops, in its order: transceivers and SCTP, then DTLS and ICE transports."""
+        pc = self.pc
+        dtls = [t.receiver.transport for t in pc.getTransceivers()] + [pc.sctp.transport if pc.sctp else None]
+        ice = [transport.transport if transport else None for transport in dtls]
+        parts = [*pc.getTransceivers(), pc.sctp, *dtls, *ice]
+        return [part for part in dict.fromkeys(parts) if part is not None]  # bundled sections share transports
+
+    @contextmanager
+    def _guarded(self, step: str) -> Iterator[None]:
+        """A step of closing that may fail: say so, and carry on with the next."""
+        try:
+            yield
+        except Exception as err:  # closing must go on
+            _LOGGER.warning("WebRTC connection %d: %s failed: %r", self.id, step, err)
+            _LOGGER.debug("WebRTC connection %d: %s failed", self.id, step, exc_info=True)
 
     # -- events ---------------------------------------------------------------------
 
@@ -293,8 +365,15 @@ class Peer:
                 return
 
     async def _received(self) -> int:
-        """Packets (RTP, RTCP, data channel and its heartbeats) received on the connection's transports."""
-        report = await self.pc.getStats()
+        """Packets (RTP, RTCP, data channel and its heartbeats) received on the connection's transports.
+
+        Stats that cannot be had count as nothing new, so that a broken connection still times out.
+        """
+        try:
+            report = await self.pc.getStats()
+        except Exception as err:  # see the docstring
+            _LOGGER.debug("WebRTC connection %d: no stats: %r", self.id, err)
+            return self._packets
         return sum(getattr(stats, "packetsReceived", 0) for stats in report.values() if stats.type == "transport")
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:

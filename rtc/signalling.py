@@ -7,6 +7,10 @@ connection's defaults for its utterances (WIS ignored them). Errors come in
 the HTTP API's envelope: 400 for a bad body, offer or parameter, 404 for an
 unknown model, 429 with Retry-After at `--rtc-max-sessions`, 503 while the
 models load or when `--rtc-ports` has no free port.
+
+Everything that can be checked is checked before a connection takes a place;
+a connection that fails to be answered, or whose client leaves meanwhile, is
+closed before the handler returns, so its place is free again at once.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from http_api.state import CODEC_THREADS, core_of
 
 from . import ice
 from .messages import BadMessage, Params
-from .peer import BadOffer, Limits, Peer
+from .peer import BadOffer, Limits, Peer, check_offer
 
 _LOGGER = logging.getLogger(__name__)
 routes = web.RouteTableDef()
@@ -55,7 +59,9 @@ async def offer(request: web.Request) -> web.Response:
     core = core_of(request)
     peers = request.app[PEERS]
     defaults = _defaults(request)
-    description = await _offer(request)
+    offered = await _offer(request)
+    allowed = await ice.reachable(request.remote, peers.configuration)
+    description = RTCSessionDescription(ice.admit(offered, allowed), "offer")  # STUN only where it belongs
     if len(peers.open) >= peers.limit:
         raise ApiError(
             429,
@@ -76,16 +82,29 @@ async def offer(request: web.Request) -> web.Response:
     peers.open.add(peer)  # before any await: the count is the cap's
     try:
         answer = await peer.answer(description)
-    except ice.PortsExhausted as err:
-        await peer.close("no free port")
-        raise ApiError(503, str(err), None, "no_free_port") from None
-    except _UNANSWERABLE as err:
-        await peer.close("unanswerable offer")
-        raise bad_field("sdp", f"Cannot answer this offer: {err or type(err).__name__}") from None
-    except BaseException:
-        await peer.close("signalling failed")
-        raise
+    except BaseException as err:
+        refusal = _refusal(err)
+        await peer.close(refusal.message if refusal else "signalling failed")
+        if refusal is None:
+            raise
+        raise refusal from None
+    if request.transport is None or request.transport.is_closing():
+        await peer.close("the client left before the answer")
+        raise ConnectionResetError("the client left before the answer")
     return web.json_response({"sdp": answer.sdp, "type": answer.type})
+
+
+def _refusal(err: BaseException) -> ApiError | None:
+    """The client's answer for an offer that failed to be answered; None for what is no fault of the offer."""
+    if isinstance(err, ice.PortsExhausted):
+        return ApiError(503, str(err), None, "no_free_port")
+    if isinstance(err, _UNANSWERABLE):
+        return _unanswerable(err)
+    return None
+
+
+def _unanswerable(err: Exception) -> ApiError:
+    return bad_field("sdp", f"Cannot answer this offer: {str(err) or type(err).__name__}")
 
 
 def _defaults(request: web.Request) -> Params:
@@ -100,16 +119,21 @@ def _defaults(request: web.Request) -> Params:
     return params
 
 
-async def _offer(request: web.Request) -> RTCSessionDescription:
+async def _offer(request: web.Request) -> str:
+    """The offer's SDP, checked (check_offer) before any connection is made for it."""
     body = await request.read()  # at most --max-upload-mb
     if len(body) > MAX_OFFER:
         raise bad_field("sdp", f"The offer is larger than {MAX_OFFER} bytes")
     try:
         offer = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested too deep for the decoder
         raise bad_field("sdp", 'The body must be JSON: {"sdp": "...", "type": "offer"}') from None
     if not isinstance(offer, dict) or not isinstance(offer.get("sdp"), str) or not offer["sdp"].strip():
         raise bad_field("sdp", '"sdp" is required: the browser\'s offer (RTCPeerConnection.localDescription.sdp)')
     if offer.get("type") != "offer":
         raise bad_field("type", f'"type" must be "offer"; got {offer.get("type")!r}')
-    return RTCSessionDescription(sdp=offer["sdp"], type="offer")
+    try:
+        check_offer(offer["sdp"])
+    except BadOffer as err:
+        raise _unanswerable(err) from None
+    return offer["sdp"]

@@ -15,6 +15,7 @@ import fractions
 import json
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,6 +90,7 @@ class Client:
     pc: RTCPeerConnection = field(default_factory=lambda: RTCPeerConnection(RTCConfiguration(iceServers=[])))
     track: PlayedTrack = field(default_factory=PlayedTrack)
     answer: str = ""
+    edit: Callable[[str], str] | None = None  # changes the offer's SDP before it is sent (a hostile client)
 
     def __post_init__(self) -> None:
         self.inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
@@ -99,7 +101,8 @@ class Client:
     async def offer(self) -> httpx.Response:
         """Send the offer; the server's answer (or error), applied if it is an answer."""
         await self.pc.setLocalDescription(await self.pc.createOffer())  # gathers every candidate
-        offer = {"sdp": self.pc.localDescription.sdp, "type": "offer"}
+        sdp = self.pc.localDescription.sdp
+        offer = {"sdp": self.edit(sdp) if self.edit else sdp, "type": "offer"}
         async with httpx.AsyncClient(timeout=30) as http:
             response = await http.post(self.url, json=offer)
         if response.status_code == 200:

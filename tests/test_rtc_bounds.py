@@ -1,0 +1,270 @@
+"""WebRTC signalling under hostile input: every place comes back, STUN goes only where it belongs.
+
+One server for the module, tests/faulty_server.py (a peer connection whose offer holds MARKER fails to
+close), with a cap of two connections and the default idle timeout, so that a connection that is not
+freed at once stays counted for the rest of the module. The clients are aiortc, as in tests/test_rtc.py;
+hostile offers are a real offer with lines changed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from aiortc import RTCConfiguration, RTCIceServer, RTCPeerConnection
+from faulty_server import MARKER, RTC_CLOSE_FAILURE, SLOW_MARKER, SLOW_SECONDS
+from helpers import ROOT, Server, assert_clean_log, start_server
+from rtc_client import Client, PlayedTrack
+from test_rtc import free_range, sessions, url, wait_sessions
+
+from rtc import ice
+
+MAX_SESSIONS = 2
+LAUNCHER = (str(ROOT / "tests" / "faulty_server.py"),)
+PROBE_HOST = "127.0.0.2"  # another loopback address: not the client's (127.0.0.1), so not to be checked
+DOCUMENTATION = ("198.51.100.7", "203.0.113.9")  # RFC 5737 addresses, as a third party's
+
+
+@pytest.fixture(scope="module")
+def ports() -> tuple[int, int]:
+    return free_range(4)
+
+
+@pytest.fixture(scope="module")
+def bounds_server(data_dir: Path, tmp_path_factory: pytest.TempPathFactory, ports: tuple[int, int]) -> Iterator[Server]:
+    running = start_server(
+        ["--data-dir", str(data_dir), "--asr-model", "tiny.en", "--rtc-ports", f"{ports[0]}-{ports[1]}"]
+        + ["--rtc-max-sessions", str(MAX_SESSIONS)],
+        tmp_path_factory.mktemp("rtc-bounds-server"),
+        launcher=LAUNCHER,
+    )
+    yield running
+    assert running.stop() == 0, running.log
+    assert_clean_log(running.log)
+
+
+async def browser_offer() -> str:
+    """What a browser sends: the microphone's track and a data channel, every candidate gathered."""
+    pc = RTCPeerConnection(RTCConfiguration(iceServers=[]))
+    pc.createDataChannel("chat")
+    pc.addTrack(PlayedTrack())
+    await pc.setLocalDescription(await pc.createOffer())
+    await pc.close()
+    return pc.localDescription.sdp
+
+
+def without(*prefixes: str) -> Callable[[str], str]:
+    return lambda sdp: "\r\n".join(line for line in sdp.split("\r\n") if not line.startswith(prefixes))
+
+
+def named(sdp: str, *markers: str) -> str:
+    """The offer with `markers` as its session name: see tests/faulty_server.py for what each does."""
+    return sdp.replace("\r\ns=-\r\n", f"\r\ns={' '.join(markers)}\r\n", 1)
+
+
+def marked(sdp: str) -> str:
+    """The offer whose peer connection fails to close."""
+    return named(sdp, MARKER)
+
+
+async def post(server: Server, body: object) -> httpx.Response:
+    async with httpx.AsyncClient(timeout=30) as http:
+        if isinstance(body, bytes):
+            return await http.post(url(server), content=body)
+        return await http.post(url(server), json=body)
+
+
+async def connect_and_close(client: Client) -> None:
+    await client.connect()
+    try:
+        client.send("ping")
+        assert await client.receive(10) == {"type": "pong"}
+    finally:
+        await client.close()
+
+
+def udp_ports(pid: int) -> set[int]:
+    """The local ports of process `pid`'s UDP sockets (its /proc fd links matched with /proc/net/udp{,6})."""
+    inodes = set()
+    for link in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = link.readlink().as_posix()
+        except OSError:  # closed meanwhile
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[len("socket:[") : -1])
+    found = set()
+    for table in ("udp", "udp6"):
+        for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[9] in inodes:
+                found.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return found
+
+
+async def test_unusable_offers_are_400_and_hold_no_place(bounds_server: Server) -> None:
+    """More bad offers than --rtc-max-sessions of each kind: each a 400 naming the offer, and no place is kept."""
+    offer = await browser_offer()
+    hostile = {
+        "no audio m-section": without("m=audio")(offer),
+        "no data channel m-section": without("m=application")(offer),
+        "no mid": without("a=mid:")(offer),
+        "no DTLS setup": without("a=setup:")(offer),
+        "unreadable": offer + "m=audio\r\n",
+        "too many sections": offer + offer[offer.index("m=audio") :] * 2,
+    }
+    for name, sdp in hostile.items():
+        for _ in range(MAX_SESSIONS + 1):
+            refused = await post(bounds_server, {"sdp": sdp, "type": "offer"})
+            assert refused.status_code == 400, (name, refused.text)
+            error = refused.json()["error"]
+            assert error["type"] == "invalid_request_error" and error["param"] == "sdp", (name, error)
+            assert error["message"].startswith("Cannot answer this offer: "), (name, error)
+    assert sessions(bounds_server) == 0
+    await connect_and_close(Client(url(bounds_server)))
+    await wait_sessions(bounds_server, 0, 10)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"[" * 60000, b'{"sdp": ' + b'{"a": ' * 10000, b'{"type": "offer", "sdp": ' + b"[" * 30000 + b"]" * 30000 + b"}"],
+    ids=["arrays", "objects", "balanced"],
+)
+async def test_deeply_nested_json_is_400(bounds_server: Server, body: bytes) -> None:
+    refused = await post(bounds_server, body)
+    assert refused.status_code == 400, refused.text
+    assert refused.json()["error"]["param"] == "sdp"
+    assert sessions(bounds_server) == 0
+
+
+async def test_deeply_nested_json_on_the_data_channel_is_a_bad_message(bounds_server: Server) -> None:
+    client = Client(url(bounds_server))
+    await client.connect()
+    try:
+        client.send("x", raw="[" * 60000)
+        error = await client.receive(10)
+        client.send("ping")
+        pong = await client.receive(10)
+    finally:
+        await client.close()
+    assert error["type"] == "error" and error["obj"]["code"] == "bad-message", error
+    assert pong == {"type": "pong"}
+    await wait_sessions(bounds_server, 0, 10)
+
+
+async def leave_during_offer(server: Server, *markers: str) -> None:
+    """Send a slow offer and go while it is answered; return once the server has answered it (to nobody)."""
+    body = json.dumps({"sdp": named(await browser_offer(), SLOW_MARKER, *markers), "type": "offer"}).encode()
+    answered = server.log.count(": answered")
+    with socket.create_connection((server.host, server.http_port)) as sock:
+        sock.sendall(f"POST /api/rtc/asr HTTP/1.1\r\nHost: wis\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
+        await asyncio.sleep(SLOW_SECONDS / 4)
+    deadline = time.monotonic() + 20
+    while server.log.count(": answered") == answered:
+        assert time.monotonic() < deadline, server.log
+        await asyncio.sleep(0.1)
+
+
+async def test_a_client_that_leaves_during_the_offer_frees_its_place(bounds_server: Server) -> None:
+    """The answer is ready after the client has gone: the connection is closed then, not at the idle timeout."""
+    left = bounds_server.log.count("closed: the client left before the answer")
+    await leave_during_offer(bounds_server)
+    await wait_sessions(bounds_server, 0, 5)
+    assert bounds_server.log.count("closed: the client left before the answer") == left + 1
+
+
+async def test_a_failing_close_still_frees_the_place_and_the_ports(bounds_server: Server, ports) -> None:
+    """The server's close of a connection raises: its place and its UDP ports come back all the same."""
+    failed = f"closing the peer connection failed: RuntimeError('{RTC_CLOSE_FAILURE}')"
+    failures = bounds_server.log.count(failed)
+    for _ in range(MAX_SESSIONS + 1):  # answered, connected, then the browser goes
+        await connect_and_close(Client(url(bounds_server), edit=marked))
+        await wait_sessions(bounds_server, 0, 10)
+    unmuxed = without("a=rtcp-mux")(marked(await browser_offer()))
+    for _ in range(MAX_SESSIONS + 1):  # aiortc refuses this offer only in setRemoteDescription
+        refused = await post(bounds_server, {"sdp": unmuxed, "type": "offer"})
+        assert refused.status_code == 400 and "RTCP mux" in refused.json()["error"]["message"], refused.text
+    for _ in range(MAX_SESSIONS + 1):  # answered, its ports bound, but nobody to send the answer to
+        await leave_during_offer(bounds_server, MARKER)
+        await wait_sessions(bounds_server, 0, 5)
+    assert bounds_server.log.count(failed) == failures + 3 * (MAX_SESSIONS + 1)
+    low, high = ports
+    assert not {port for port in udp_ports(bounds_server.process.pid) if low <= port <= high}
+    await connect_and_close(Client(url(bounds_server)))
+    await wait_sessions(bounds_server, 0, 10)
+
+
+async def test_no_stun_to_addresses_the_offer_names(bounds_server: Server) -> None:
+    """Candidates for another host than the client's get no connectivity check; the browser connects anyway."""
+    probes = [socket.socket(socket.AF_INET, socket.SOCK_DGRAM) for _ in range(3)]
+    for probe in probes:
+        probe.bind((PROBE_HOST, 0))
+        probe.setblocking(False)
+    targets = [(PROBE_HOST, probe.getsockname()[1]) for probe in probes] + [(host, 9) for host in DOCUMENTATION]
+
+    def aim(sdp: str) -> str:
+        """Named first and at the highest priority, in the section every other is bundled on."""
+        extra = "".join(
+            f"a=candidate:x{i} 1 udp 4294967295 {host} {port} typ host\r\n" for i, (host, port) in enumerate(targets)
+        )
+        first = sdp.index("a=candidate:")
+        return sdp[:first] + extra + sdp[first:]
+
+    client = Client(url(bounds_server), edit=aim)
+    try:
+        await connect_and_close(client)
+        await asyncio.sleep(1)  # aioice checks the highest-priority pairs first, as soon as it has answered
+        heard = 0
+        for probe in probes:
+            try:
+                while probe.recv(2048):
+                    heard += 1
+            except BlockingIOError:
+                pass
+    finally:
+        for probe in probes:
+            probe.close()
+    assert heard == 0, f"{heard} datagrams to {PROBE_HOST}"
+    await wait_sessions(bounds_server, 0, 10)
+
+
+def candidates_section(kind: str, lines: list[str]) -> str:
+    return "\r\n".join([f"m={kind} 9 UDP/TLS/RTP/SAVPF 111", *lines, "a=end-of-candidates", ""])
+
+
+async def test_the_candidate_policy() -> None:
+    """The client's own address, mDNS names and (relay only) the TURN server's; at most a few per section.
+
+    A section that lost a candidate loses its end-of-candidates (the browser's checks must still be
+    awaited); one that lost none keeps it.
+    """
+    turn = "192.0.2.50"
+    configuration = RTCConfiguration(iceServers=[RTCIceServer(f"turn:{turn}:3478", "user", "password")])
+    allowed = await ice.reachable("::ffff:192.168.1.20", configuration)  # a dual-stack socket names IPv4 peers so
+    candidate = "a=candidate:{} 1 udp 2130706431 {} {} typ {}"
+    kept = [
+        candidate.format(1, "192.168.1.20", 5000, "host"),  # the client's own address
+        candidate.format(2, "1f8e3b1c-0a2d-4c55-9a3e-2b1d6c0e9f11.local", 5001, "host"),  # a browser's mDNS name
+        candidate.format(3, turn, 5002, "relay"),  # relayed by the configured TURN server
+    ]
+    dropped = [
+        candidate.format(4, turn, 5003, "host"),  # the TURN server's address, but not relayed
+        candidate.format(5, "198.51.100.7", 5004, "srflx"),  # anyone else
+    ]
+    many = [candidate.format(i, "192.168.1.20", 6000 + i, "host") for i in range(ice.MAX_REMOTE_CANDIDATES + 1)]
+    sdp = "v=0\r\n" + candidates_section("audio", kept + dropped) + candidates_section("video", many)
+    sdp += candidates_section("application", kept)
+    assert ice.admit(sdp, allowed) == (
+        "v=0\r\n"
+        + candidates_section("audio", kept).replace("a=end-of-candidates\r\n", "")
+        + candidates_section("video", many[:-1]).replace("a=end-of-candidates\r\n", "")
+        + candidates_section("application", kept)
+    )
+    nobody = await ice.reachable(None, RTCConfiguration(iceServers=[]))
+    assert ice.admit(sdp, nobody).count("a=candidate:") == 2  # only the mDNS names
