@@ -22,7 +22,7 @@ def setup(app: web.Application, settings: Settings) -> None:
     app[signalling.PEERS] = peers = signalling.Peers(
         settings.rtc_max_sessions,
         ice.configuration(settings),
-        Limits(settings.rtc_idle_timeout, settings.rtc_ports, settings.rtc_public_address),
+        Limits(settings.rtc_idle_timeout, settings.rtc_ports, settings.rtc_public_address, settings.http_max_wait),
     )
     app.add_routes(signalling.routes)
 

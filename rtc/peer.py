@@ -49,6 +49,7 @@ from wyoming_wis.asr.engine import Transcript
 from wyoming_wis.config import PortRange
 from wyoming_wis.core import Core
 from wyoming_wis.errors import WisError
+from wyoming_wis.scheduler import patience
 
 from . import ice, messages
 from .messages import NOT_STARTED, BadMessage, Params
@@ -104,6 +105,7 @@ class Limits:
     idle_timeout: float
     ports: PortRange
     public_address: str | None = None  # --rtc-public-address: named in the answer's host candidates
+    max_wait: float | None = None  # --http-max-wait: how long a browser waits for its transcript to start
 
 
 class Peer:
@@ -280,7 +282,8 @@ class Peer:
     async def _finish(self, utterance: _Utterance, params: Params, stopped: float) -> None:
         try:
             await utterance.listener.drain()
-            transcript = await self._transcribe(utterance, params)
+            with patience(self._limits.max_wait):
+                transcript = await self._transcribe(utterance, params)
         except WisError as err:
             utterance.end(err)
             self._refuse(utterance.channel, err)

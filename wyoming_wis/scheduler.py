@@ -40,7 +40,7 @@ _SMOOTHING = 0.2  # weight of the latest call in the running mean of call times
 
 
 @contextmanager
-def patience(seconds: float) -> Iterator[None]:
+def patience(seconds: float | None) -> Iterator[None]:
     """Calls made inside (and in tasks started inside) are for a client that waits at most `seconds` for one
     to start."""
     token = _PATIENCE.set(seconds)
