@@ -58,6 +58,7 @@ from .track import Listener
 _LOGGER = logging.getLogger(__name__)
 _IDS = itertools.count(1)
 CLOSING_STATES = ("failed", "closed")
+CONNECT_TIMEOUT = 30.0  # seconds from the answer for the browser to connect: an offer alone cannot hold a place
 CLOSE_TIMEOUT = 5.0  # seconds for each step of closing: aiortc says goodbye (DTLS, SCTP) without waiting for replies
 MAX_SECTIONS = 4  # media sections in an offer; a browser's has two (the microphone, the data channel)
 SENDING = ("sendrecv", "sendonly")  # an offer's audio directions that send the microphone
@@ -134,6 +135,7 @@ class Peer:
         self._utterance: _Utterance | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._reading = False
+        self._connected = False  # has been connected, at some point
         self._heard = time.monotonic()  # when the last packet or message came
         self._packets = 0
         pc.on("datachannel", self._on_datachannel)
@@ -224,6 +226,7 @@ class Peer:
     def _on_state(self) -> None:
         state = self.pc.connectionState
         _LOGGER.debug("WebRTC connection %d: %s", self.id, state)
+        self._connected |= state == "connected"
         if state in CLOSING_STATES and not self.closed:
             self._spawn(self.close(f"connection {state}"))
 
@@ -356,10 +359,16 @@ class Peer:
     # -- upkeep ---------------------------------------------------------------------
 
     async def _watch(self) -> None:
-        """Close the connection once no packet has come from the peer for the idle timeout."""
+        """Close the connection if it has not connected within CONNECT_TIMEOUT (or the idle timeout, if shorter),
+        or once no packet has come from the peer for the idle timeout."""
         timeout = self._limits.idle_timeout
+        connect = min(CONNECT_TIMEOUT, timeout)
+        opened = time.monotonic()
         while True:
             await asyncio.sleep(min(timeout / 4, 10.0))
+            if not self._connected and time.monotonic() - opened > connect:
+                await self.close(f"not connected within {connect:g} s")
+                return
             packets = await self._received()
             if packets != self._packets:
                 self._packets, self._heard = packets, time.monotonic()

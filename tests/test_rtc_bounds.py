@@ -24,6 +24,7 @@ from rtc_client import Client, PlayedTrack
 from test_rtc import free_range, sessions, url, wait_sessions
 
 from rtc import ice
+from rtc.peer import CONNECT_TIMEOUT
 
 MAX_SESSIONS = 2
 LAUNCHER = (str(ROOT / "tests" / "faulty_server.py"),)
@@ -268,3 +269,23 @@ async def test_the_candidate_policy() -> None:
     )
     nobody = await ice.reachable(None, RTCConfiguration(iceServers=[]))
     assert ice.admit(sdp, nobody).count("a=candidate:") == 2  # only the mDNS names
+
+
+async def test_an_offer_that_never_connects_gives_its_place_back(
+    data_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """An offer that is answered but never followed by a connection holds its place only until CONNECT_TIMEOUT,
+    not for the idle timeout (300 s): sixteen such offers would otherwise lock browsers out for five minutes."""
+    running = start_server(
+        ["--data-dir", str(data_dir), "--asr-model", "tiny.en", "--rtc-ports", "any", "--rtc-max-sessions", "1"],
+        tmp_path_factory.mktemp("rtc-never-connects"),
+    )
+    try:
+        offer = {"sdp": await browser_offer(), "type": "offer"}
+        assert (await post(running, offer)).status_code == 200
+        assert (await post(running, offer)).status_code == 429
+        await wait_sessions(running, 0, CONNECT_TIMEOUT + 15)
+        assert (await post(running, offer)).status_code == 200
+    finally:
+        assert running.stop() == 0, running.log
+    assert_clean_log(running.log)
