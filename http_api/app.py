@@ -47,7 +47,7 @@ def make_app(settings: Settings, core: Core | None = None) -> web.Application:
     app[LOADED] = Loaded(core)
     app[CODEC_THREADS] = ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="http-codec")
     operations.count_requests(app)  # the outermost middleware, whatever others are added later
-    limits.setup(app, settings.http_read_timeout)  # inside openai_errors: a stalled body is a 408 in the envelope
+    limits.setup(app, settings)  # inside openai_errors: a stalled body is a 408 in the envelope
     app.add_routes(openai_transcriptions.routes)
     app.add_routes(openai_speech.routes)
     app.add_routes(openai_models.routes)
