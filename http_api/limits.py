@@ -45,7 +45,8 @@ MAX_HEADERS = 128
 class ClientStalled(ConnectionResetError):
     """The client took nothing of the answer for --send-timeout seconds: its connection is dropped.
 
-    A ConnectionError, so every handler already treats it as a client that left."""
+    A ConnectionError, so every handler already treats it as a client that left.
+    """
 
 
 def setup(app: web.Application, settings: Settings) -> None:
