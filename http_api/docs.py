@@ -6,18 +6,34 @@ network beyond this server: no CDN, and no call to Swagger's online validator.
 
 from __future__ import annotations
 
+import base64
+import hashlib
+
 from aiohttp import web
 from swagger_ui_bundle import swagger_ui_path
 
-from . import openapi
+from . import openapi, pages
 from .errors import ApiError
 
 routes = web.RouteTableDef()
 ASSETS = frozenset({"swagger-ui.css", "swagger-ui-bundle.js", "favicon-32x32.png", "favicon-16x16.png"})
 ASSET_MAX_AGE = 86400  # seconds; the files change only with the package
 
-# Relative URLs: /api/docs/swagger-ui.css and /api/openapi.json, also behind a proxy that adds a path prefix.
-PAGE = """<!DOCTYPE html>
+# Swagger UI's start, inline in the page, and allowed by its hash alone: the Content-Security-Policy runs no other
+# inline script. Relative URLs: /api/openapi.json and /api/docs/swagger-ui.css, also behind a proxy that adds a
+# path prefix.
+START = """
+    window.ui = SwaggerUIBundle({
+      url: "openapi.json",
+      dom_id: "#swagger-ui",
+      deepLinking: true,
+      validatorUrl: null,
+      presets: [SwaggerUIBundle.presets.apis],
+      layout: "BaseLayout",
+    });
+  """
+PAGE = (
+    """<!DOCTYPE html>
 <html lang="en">
 <head>
   <meta charset="utf-8">
@@ -28,19 +44,18 @@ PAGE = """<!DOCTYPE html>
 <body>
   <div id="swagger-ui"></div>
   <script src="docs/swagger-ui-bundle.js"></script>
-  <script>
-    window.ui = SwaggerUIBundle({
-      url: "openapi.json",
-      dom_id: "#swagger-ui",
-      deepLinking: true,
-      validatorUrl: null,
-      presets: [SwaggerUIBundle.presets.apis],
-      layout: "BaseLayout",
-    });
-  </script>
+  <script>"""
+    + START
+    + """</script>
 </body>
 </html>
 """
+)
+# The pages' policy, and: Swagger UI's stylesheet draws its icons from data: URLs.
+HEADERS = pages.page_headers(
+    script_src=f"'self' 'sha256-{base64.b64encode(hashlib.sha256(START.encode()).digest()).decode()}'",
+    img_src="'self' data:",
+)
 
 
 @routes.get("/api/openapi.json")
@@ -50,7 +65,7 @@ async def openapi_json(request: web.Request) -> web.Response:
 
 @routes.get("/api/docs")
 async def page(_: web.Request) -> web.Response:
-    return web.Response(text=PAGE, content_type="text/html")
+    return web.Response(text=PAGE, content_type="text/html", headers=HEADERS)
 
 
 @routes.get("/api/docs/{asset}")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection
+from typing import Any
 
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
@@ -10,6 +12,9 @@ from multidict import MultiDictProxy
 
 from .errors import ApiError, bad_field
 
+# A JSON request is a few fields and at most a few thousand characters of text (`\uXXXX` escapes take six
+# bytes each): a body past this is refused while it arrives, before it is held or parsed on the event loop.
+MAX_JSON_BYTES = 64 * 1024
 _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off", ""}
 
@@ -74,3 +79,29 @@ async def read_form(request: web.Request) -> MultiDictProxy[str | bytes | web.Fi
         raise ApiError(400, f"Malformed multipart body: {err}", None, "bad_multipart") from err
     except HttpProcessingError as err:  # e.g. a part's header line is broken
         raise ApiError(400, f"Malformed multipart body: {err.message}", None, "bad_multipart") from err
+
+
+async def read_json(request: web.Request) -> dict[str, Any]:
+    """A JSON object body of at most MAX_JSON_BYTES; 413 for a larger one, 400 for anything else.
+
+    Nesting too deep for the parser (`[[[[...`) is a RecursionError, not a ValueError: a 400 too.
+    """
+    if (request.content_length or 0) > MAX_JSON_BYTES:
+        raise _too_large()
+    body = bytearray()
+    async for chunk in request.content.iter_any():
+        body += chunk
+        if len(body) > MAX_JSON_BYTES:
+            raise _too_large()
+    try:
+        value = json.loads(body)
+    except (ValueError, RecursionError) as err:  # UnicodeDecodeError is a ValueError
+        reason = "nested too deeply" if isinstance(err, RecursionError) else str(err)
+        raise ApiError(400, f"The body must be a JSON object: {reason}", None, "bad_json") from None
+    if not isinstance(value, dict):
+        raise ApiError(400, "The body must be a JSON object", None, "bad_json")
+    return value
+
+
+def _too_large() -> ApiError:
+    return ApiError(413, f"A JSON body may be at most {MAX_JSON_BYTES} bytes", None, "request_entity_too_large")

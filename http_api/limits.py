@@ -11,13 +11,20 @@ with a body fails the body's stream with `Timeout` once no byte has come for
 client gets 408 in the usual envelope and the connection is closed. Silence counts, not
 the whole request: a Willow device streams its audio at the pace it is spoken.
 
+Answers: a client that asks for a streamed answer (speech, events) and stops reading would
+hold the request, its synthesis and its audio, for ever: aiohttp waits on a full socket
+with no timeout. Every streamed write goes through `send`, and one that makes no progress
+for --send-timeout seconds drops the connection; the handler sees the client gone, and
+leaving it stops the work.
+
 Clients that wait: a Willow device gives up on an answer after 10 s, so a request that could not
-start on a model within --willow-max-wait (other routes: --http-max-wait) is refused with 429 at once.
+be answered within --willow-max-wait (other routes: --http-max-wait) is refused with 429 at once.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -30,8 +37,10 @@ from wyoming_wis.scheduler import patience
 
 from .errors import ApiError, answer
 
+_LOGGER = logging.getLogger(__name__)
 READ_TIMEOUT = web.AppKey("read_timeout", float)
-PATIENCE = web.AppKey("patience", dict)  # seconds a client waits for a model to start: willow, http
+SEND_TIMEOUT = web.AppKey("send_timeout", float)
+PATIENCE = web.AppKey("patience", dict)  # seconds a client waits for its answer: willow, http
 WILLOW_ROUTES = ("/api/willow", "/api/tts")  # what a Willow device asks for
 # aiohttp's defaults, stated here so that they are a decision: a request line or header field past
 # MAX_LINE_BYTES, or more than MAX_HEADERS fields, is refused with 400 before any handler runs.
@@ -39,8 +48,16 @@ MAX_LINE_BYTES = 8190
 MAX_HEADERS = 128
 
 
+class ClientStalled(ConnectionResetError):
+    """The client took nothing of the answer for --send-timeout seconds: its connection is dropped.
+
+    A ConnectionError, so every handler already treats it as a client that left.
+    """
+
+
 def setup(app: web.Application, settings: Settings) -> None:
     app[READ_TIMEOUT] = settings.http_read_timeout
+    app[SEND_TIMEOUT] = settings.send_timeout
     app[PATIENCE] = {"willow": settings.willow_max_wait, "http": settings.http_max_wait}
     app.middlewares.append(_body_timeout)
     app.middlewares.append(_patience)
@@ -95,3 +112,22 @@ async def _watch(content: StreamReader, seconds: float) -> None:
         elif loop.time() - since >= seconds:
             content.set_exception(Timeout(f"No request body received for {seconds:g} s (--http-read-timeout)"))
             return
+
+
+async def send(request: web.Request, response: web.StreamResponse, data: bytes | None = None) -> None:
+    """Write `data` to a streamed answer, or end it when there is none; ClientStalled if the client takes none of
+    it for --send-timeout seconds.
+
+    aiohttp waits only while the socket's buffer is full, so the timeout counts the client's silence, not the time
+    the answer takes: a device that plays speech as it comes reads it at its own pace.
+    """
+    seconds = request.app[SEND_TIMEOUT]
+    try:
+        async with asyncio.timeout(seconds):
+            await (response.write_eof() if data is None else response.write(data))
+    except TimeoutError:
+        if request.transport is not None:
+            request.transport.abort()  # close() would wait to flush what the client does not read
+        message = f"The client took nothing of the answer for {seconds:g} s (--send-timeout); connection dropped"
+        _LOGGER.warning("%s %s from %s: %s", request.method, request.path, request.remote, message)
+        raise ClientStalled(message) from None

@@ -22,7 +22,7 @@ from wyoming_wis.audio import ENCODINGS, Encoder
 from wyoming_wis.errors import BadAudio
 from wyoming_wis.tts.stream import Piece, SpeechStream
 
-from . import fields
+from . import fields, limits
 from .errors import ApiError, bad_field
 from .operations import started
 from .sse import EventStream
@@ -48,7 +48,7 @@ async def speech(request: web.Request) -> web.StreamResponse:
         body: Mapping[str, Any] = await fields.read_form(request)
         reference = await _reference(request, body)
     else:
-        body = await _json(request)
+        body = await fields.read_json(request)
     core = core_of(request)
     model = fields.text(body.get("model"), "model")
     text = body.get("input")
@@ -108,21 +108,11 @@ async def send_speech(
         await response.prepare(request)
         try:
             async for data in audio:
-                await response.write(data)
-            await response.write_eof()
-        except ConnectionError:
+                await limits.send(request, response, data)
+            await limits.send(request, response)
+        except ConnectionError:  # gone, or dropped for not reading (limits.send logs that)
             _LOGGER.debug("The client left during speech")  # leaving aclosing stops the synthesis
         return response
-
-
-async def _json(request: web.Request) -> dict[str, Any]:
-    try:
-        body = await request.json()
-    except (ValueError, UnicodeDecodeError) as err:
-        raise ApiError(400, f"The body must be a JSON object: {err}", None, "bad_json") from err
-    if not isinstance(body, dict):
-        raise ApiError(400, "The body must be a JSON object", None, "bad_json")
-    return body
 
 
 async def _reference(request: web.Request, form: Mapping[str, Any]) -> bytes:

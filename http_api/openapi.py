@@ -14,6 +14,7 @@ from aiohttp import web
 
 from wyoming_wis import __version__
 
+from .fields import MAX_JSON_BYTES
 from .security import CREDENTIALS, OPEN_RESOURCES, Credentials
 
 OPENAPI_VERSION = "3.0.3"
@@ -65,7 +66,7 @@ ERROR_RESPONSES: dict[int, tuple[str, str, dict[str, Any]]] = {
     400: ("BadRequest", "A field is wrong; `param` names it", {}),
     401: ("Unauthorized", "No valid credentials (API key or HTTP Basic); see WWW-Authenticate", {}),
     404: ("NotFound", "Unknown model, voice, speaker or path", {}),
-    413: ("PayloadTooLarge", "The upload is over --max-upload-mb", {}),
+    413: ("PayloadTooLarge", f"The upload is over --max-upload-mb, or a JSON body over {MAX_JSON_BYTES} bytes", {}),
     415: ("UnsupportedMediaType", "The audio cannot be decoded, or the body is not multipart/form-data", {}),
     429: ("TooManyRequests", "The model's queue is full; try again after Retry-After", RETRY_AFTER),
     503: ("Loading", "The models are still loading; try again after Retry-After", RETRY_AFTER),
@@ -358,7 +359,7 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
                     "text/event-stream": {"schema": STRING},
                 },
             },
-            **_errors(400, 404, 429, 503),
+            **_errors(400, 404, 413, 415, 429, 503),
         },
     },
     ("get", "/v1/models"): {

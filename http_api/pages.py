@@ -27,16 +27,32 @@ PAGES = {"/": "index.html", "/rtc": "rtc.html"}
 ASSETS = frozenset(path.name for path in STATIC.iterdir() if path.is_file() and path.name not in PAGES.values())
 # The pages' own origin only. media-src blob: plays synthesised speech fetched by the page;
 # WebRTC's media is not governed by CSP, and its signalling is a fetch to this server.
-CSP = (
-    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; media-src 'self' blob:; "
-    "connect-src 'self'; object-src 'none'; base-uri 'self'; form-action 'self'; frame-ancestors 'none'"
-)
-HEADERS = {
-    "Content-Security-Policy": CSP,
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
-    "Cache-Control": "no-cache",  # revalidated (ETag) on each load, so an upgrade shows at once
+POLICY = {
+    "default-src": "'self'",
+    "script-src": "'self'",
+    "style-src": "'self'",
+    "img-src": "'self'",
+    "media-src": "'self' blob:",
+    "connect-src": "'self'",
+    "object-src": "'none'",
+    "base-uri": "'self'",
+    "form-action": "'self'",
+    "frame-ancestors": "'none'",
 }
+
+
+def page_headers(**directives: str) -> dict[str, str]:
+    """What every page is sent with; `directives` (script_src=...) change those of POLICY."""
+    policy = POLICY | {name.replace("_", "-"): value for name, value in directives.items()}
+    return {
+        "Content-Security-Policy": "; ".join(f"{name} {value}" for name, value in policy.items()),
+        "X-Content-Type-Options": "nosniff",
+        "Referrer-Policy": "no-referrer",
+        "Cache-Control": "no-cache",  # revalidated (ETag) on each load, so an upgrade shows at once
+    }
+
+
+HEADERS = page_headers()
 
 
 # Set here, not guessed from the system's mime.types: a module script must come as JavaScript.

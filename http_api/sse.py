@@ -8,11 +8,14 @@ from typing import Any
 
 from aiohttp import web
 
+from . import limits
+
 
 class EventStream:
     """Opened on the first event, so anything that fails before it is still an ordinary error answer.
 
-    A client that leaves is no error: later events are dropped.
+    A client that leaves is no error: later events are dropped; so is one that stops reading, after
+    --send-timeout (`limits.send`).
     """
 
     def __init__(self, request: web.Request) -> None:
@@ -34,11 +37,11 @@ class EventStream:
                 headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
             )
             await self.response.prepare(self.request)
-        await self.response.write(f"data: {json.dumps(event)}\n\n".encode())
+        await limits.send(self.request, self.response, f"data: {json.dumps(event)}\n\n".encode())
 
     async def end(self) -> web.StreamResponse:
         assert self.response is not None, "end() after at least one event"
         if not self.gone:
             with suppress(ConnectionError):
-                await self.response.write_eof()
+                await limits.send(self.request, self.response)
         return self.response

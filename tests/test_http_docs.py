@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import re
 import shutil
 import subprocess
@@ -106,6 +108,20 @@ def test_the_docs_page_loads_only_files_from_this_server(server: Server) -> None
     for name in ("swagger-initializer.js", "..%2F__init__.py", "nope.js"):
         response = httpx.get(server.http_url + "/api/docs/" + name)
         assert response.status_code == 404 and response.json()["error"]["code"] == "not_found", name
+
+
+def test_the_docs_page_runs_only_its_own_scripts(server: Server) -> None:
+    """A Content-Security-Policy: files from this server, and of inline scripts only the page's own, by its hash
+    (the browser test below shows that Swagger UI still works under it)."""
+    page = httpx.get(server.http_url + "/api/docs")
+    policy = dict(directive.strip().split(" ", 1) for directive in page.headers["content-security-policy"].split(";"))
+    assert policy["default-src"] == "'self'" and policy["object-src"] == "'none'", policy
+    assert "unsafe-inline" not in page.headers["content-security-policy"]
+    assert "unsafe-eval" not in page.headers["content-security-policy"]
+    inline = re.findall(r"<script>(.*?)</script>", page.text, re.DOTALL)
+    digest = base64.b64encode(hashlib.sha256(inline[0].encode()).digest()).decode()
+    assert len(inline) == 1 and policy["script-src"] == f"'self' 'sha256-{digest}'", policy
+    assert page.headers["x-content-type-options"] == "nosniff"
 
 
 def test_the_docs_page_shows_every_operation_in_a_browser(server: Server, spec: dict[str, Any]) -> None:

@@ -19,6 +19,7 @@ import pytest
 import trustme
 from helpers import CORPUS, Server, assert_clean_log, load_audio, start_server, wer
 from multidict import CIMultiDict, CIMultiDictProxy
+from test_http_openai import decode
 from test_http_willow import DEVICE, esp32_post
 
 from http_api import make_app, openapi, security
@@ -229,6 +230,22 @@ async def test_a_willow_device_authenticates_with_basic_from_its_url(secured: Se
     assert wer([SPOKEN_TEXT], [answer.json()["text"]]) < 0.2, answer.body
     refused = await esp32_post(secured, "", pcm.audio[:6400], "pcm", 0.0, httpx.BasicAuth(USER, "wrong"))
     assert refused.status == 401 and refused.json()["error"]["code"] == "invalid_api_key"
+
+
+async def test_the_saved_recording_needs_credentials_too(secured: Server) -> None:
+    """What a device said is no public file on a server with credentials."""
+    pcm = load_audio(SPOKEN)
+    saved = await esp32_post(secured, "save_audio=true", pcm.audio, "pcm", 0.0, httpx.BasicAuth(USER, PASSWORD))
+    assert saved.status == 200, saved.body
+    async with httpx.AsyncClient(base_url=secured.http_url, timeout=30) as client:
+        for method in ("GET", "HEAD"):
+            refused = await client.request(method, "/audio/willow.wav")
+            assert refused.status_code == 401 and challenges(refused) == ["Bearer", "Basic"], method
+            assert refused.headers["content-type"] != "audio/x-wav", method
+        for credentials in ({"auth": (USER, PASSWORD)}, {"headers": {"Authorization": f"Bearer {KEY}"}}):
+            answer = await client.get("/audio/willow.wav", **credentials)  # type: ignore[arg-type]
+            assert answer.status_code == 200 and answer.headers["content-type"] == "audio/x-wav", credentials
+            assert len(decode(answer.content)[0]) * pcm.width == len(pcm.audio)  # what the device sent
 
 
 async def test_a_wrong_password_is_401(secured: Server) -> None:
