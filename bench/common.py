@@ -153,14 +153,17 @@ async def wait_ready(server: ServerProcess, timeout: float = 600) -> None:
         await asyncio.sleep(0.5)
 
 
-async def start_all_frontends(name: str, data_dir: Path, stack: ExitStack) -> tuple[ServerProcess, str]:
-    """wyoming-wis on its defaults with Wyoming, HTTP and WebRTC on loopback, ready; stopped with `stack`.
+async def start_all_frontends(
+    name: str, data_dir: Path, stack: ExitStack, extra: Sequence[str] = ()
+) -> tuple[ServerProcess, str]:
+    """wyoming-wis on its defaults (and `extra` flags) with Wyoming, HTTP and WebRTC on loopback, ready;
+    stopped with `stack`.
 
     Returns the server and its HTTP base URL.
     """
     port, http_port = free_port(), free_port()
     argv = [sys.executable, "-m", "wyoming_wis", "--uri", f"tcp://{HOST}:{port}", "--http-host", HOST]
-    argv += ["--http-port", str(http_port), "--data-dir", str(data_dir), "--rtc-ports", "any"]
+    argv += ["--http-port", str(http_port), "--data-dir", str(data_dir), "--rtc-ports", "any", *extra]
     server = start_server(name, argv, port, offline_env(CACHE / "home"), ROOT, CACHE / "logs")
     stack.callback(stop_servers, [server])
     await wait_ready(server)

@@ -1,0 +1,1309 @@
+"""Abuse: the attacks of issue 19 against a live server; its memory, its event loop and real requests under each.
+
+One wyoming-wis is started here as `./run.sh` starts it (its defaults and the bundled models; Wyoming, HTTP
+and WebRTC on loopback ports) and takes the attacks in turn. A fresh one replaces it after an attack that
+killed it or missed a target (it may be left wedged, or still hold what the attack took), and before every
+attack with `--fresh`. From the start of an attack to the end of `--settle` seconds after it (the server
+gives free memory back every 30 s, wyoming_wis/memory.py), three watchers run:
+
+- memory: the server's VmRSS from /proc every 50 ms, and its VmHWM, reset before the attack, for what falls
+  between samples. Past `--guard-mb` the server is killed, and the attack has failed.
+- describe: a prober in a process of its own (so that this one's load does not delay it) opens a fresh
+  Wyoming connection from 127.0.0.3 every 100 ms and times `describe`; Home Assistant gives up after 1 s.
+- real requests from 127.0.0.2, in a loop while the attack runs and once after: a Wyoming transcription of
+  a corpus clip (its words must match) and a short Wyoming synthesis (it must be audible speech).
+The attacks come from 127.0.0.1: the server's fairness is per address, as a LAN's devices each have one.
+
+  flac             a 55-byte FLAC declaring 8, 16 or 32 Hz with one 65,535-sample block (2.3 hours at 8 Hz),
+                   to /v1/audio/transcriptions, /v1/audio/translations and /api/asr at once: a 4xx, quickly
+  speech-text      /v1/audio/speech, read for 15 s: one 4,096-character sentence with no full stop, and 2,048
+                   characters of "9,999,999 ": speech within 10 s, or a refusal
+  wyoming-digits   --max-text-chars digits as one `synthesize`, and again streamed (synthesize-start, chunks,
+                   synthesize-stop), read for 15 s: speech within 10 s, or a refusal
+  rtc-offers       20 offers with no audio section to /api/rtc/asr, then a browser's: a 4xx each, then the
+                   browser connects (no slot leaked)
+  willow-streams   20 Willow devices at once stream AMR-WB NO_DATA frames (a byte per 20 ms: 30 KB is 10 minutes
+                   of audio) over 15 s, hold the stream 5 s, and end it: each answered, 200 or a refusal
+  wyoming-uploads  20 Wyoming transcriptions at once of --max-audio-seconds of audio sent at full speed: each
+                   answered, a transcript or a refusal
+  prompts          six 10 MB `prompt`s to /v1/audio/transcriptions with a short clip, and six `transcribe`
+                   events whose transcript_names/_terms fill --max-event-data-bytes: each answered (no 5xx)
+  slots            --max-connections idle Wyoming connections (and 4 more) from one address; meanwhile Home
+                   Assistant's describe and transcription from another address: both served
+  slow-readers     a Wyoming `synthesize` and a /v1/audio/speech request of long texts, from sockets with a
+                   small receive buffer that never read: dropped within --send-timeout (plus 15 s)
+  small            NUL and a lone surrogate in TTS text (400; bad-request); deeply nested JSON to
+                   /v1/audio/speech and /api/rtc/asr (400); 4 concurrent save_audio=true Willow requests (all
+                   200); the saved recording without the key from a second server run with --api-key (401); an
+                   offer whose candidates name other hosts (192.0.2.1, and a UDP socket of ours on 127.0.0.9:
+                   no packet may reach it); a Content-Security-Policy on /api/docs
+
+Targets, for each attack: its expected answers; peak resident memory under `--ceiling-mb`; every describe
+answered within 250 ms; every real request right. Prints a table, writes bench/results/abuse-<time>.json,
+and exits with status 1 when a target is missed.
+
+    .venv/bin/python bench/abuse.py [--only flac,slots] [--ceiling-mb 1536] [--settle 35] [--fresh]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import secrets
+import signal
+import socket
+import struct
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import ExitStack, suppress
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import openai
+from wyoming.asr import Transcribe
+from wyoming.audio import AudioChunk, AudioStart, AudioStop
+from wyoming.client import AsyncTcpClient
+from wyoming.event import Event, async_read_event
+from wyoming.info import Describe
+from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(1, str(Path(__file__).resolve().parents[1] / "tests"))
+from asr import CHUNK_SAMPLES, LJ_CORPUS, Recording, lj_recordings, wer  # noqa: E402  (bench/ is not a package)
+from common import (  # noqa: E402
+    CACHE,
+    HOST,
+    RATE,
+    ROOT,
+    WIDTH,
+    ServerProcess,
+    fmt,
+    log,
+    percentile,
+    run_and_record,
+    start_all_frontends,
+    stop_servers,
+)
+from rtc_client import Client as Browser  # noqa: E402  (tests/rtc_client.py: the browser stand-in)
+
+from wyoming_wis.config import Settings  # noqa: E402
+from wyoming_wis.memory import TRIM_SECONDS  # noqa: E402
+
+DEFAULTS = Settings.from_args([], environ={})  # what the server runs with; the attacks are sized by it
+ATTACKER = "127.0.0.1"  # where the attacks come from
+HOME_ASSISTANT = "127.0.0.2"  # where the real requests come from
+PROBER = "127.0.0.3"  # where the describe prober connects from
+
+SAMPLE_S = 0.05  # between memory samples
+PROBE_EVERY_S = 0.1
+PROBE_TIMEOUT_S = 30.0  # a describe not answered by then counts as this long, and failed
+STALL_TARGET_S = 0.25
+REAL_TIMEOUT_S = 60.0  # for one real request, queueing included
+REAL_PAUSE_S = 0.5  # between real requests during an attack
+MAX_WER = 0.25  # above this a transcript is wrong, not just imperfect
+SILENT_PEAK = 500  # int16; speech from the voice peaks far higher
+MIN_SPEECH_S = 0.3
+QUICK_S = 2.0  # "a 4xx, quickly"
+FIRST_AUDIO_S = 10.0  # speech must start within this, or be refused
+READ_S = 15.0  # the speech attacks read this long, then hang up
+ANSWER_S = 30.0  # the longest an attack's own request may take to be answered, once sent
+DROP_SLACK_S = 15.0  # a client that never reads must be dropped within --send-timeout and this
+CONCURRENT = 20  # Willow devices or Wyoming uploads at once
+
+REAL_CLIP = "LJ001-0004"  # 5.1 s, 15 words
+SAY = "The hallway light is at {} percent"  # a new number each time: the speech cache never answers it
+# How a request can fail on the client's side: refused, reset or closed connections, half an event, bad JSON.
+CLIENT_FAILURES = (OSError, EOFError, ValueError)
+
+
+# -- answers ----------------------------------------------------------------------------
+
+
+@dataclass
+class Reply:
+    """What came back: an HTTP status, a Wyoming event type or 'error:CODE', or what went wrong."""
+
+    status: int | str
+    detail: str = ""
+    first_audio_s: float | None = None
+
+
+@dataclass
+class Answer(Reply):
+    label: str = ""
+    seconds: float = 0.0
+
+    @property
+    def refused(self) -> bool:
+        """A precise refusal: HTTP 4xx, or a Wyoming error event other than internal-error."""
+        if isinstance(self.status, int):
+            return 400 <= self.status < 500
+        return self.status.startswith("error:") and self.status != "error:internal-error"
+
+    @property
+    def spoke_soon(self) -> bool:
+        return self.first_audio_s is not None and self.first_audio_s <= FIRST_AUDIO_S
+
+
+async def timed(label: str, call: Awaitable[Any]) -> Answer:
+    """Await a request (a Reply, an httpx response or an OpenAI SDK result); a failure is the answer's status."""
+    began = time.perf_counter()
+    try:
+        result = await call
+    except openai.APIStatusError as err:
+        result = Reply(err.status_code, str(err.message)[:200])
+    except (openai.APITimeoutError, httpx.TimeoutException, asyncio.TimeoutError):
+        result = Reply("timeout")
+    except (openai.APIConnectionError, httpx.TransportError, *CLIENT_FAILURES) as err:
+        result = Reply("connection lost", f"{type(err).__name__}: {err}")
+    if isinstance(result, httpx.Response):
+        result = Reply(result.status_code, result.text[:200])
+    elif not isinstance(result, Reply):
+        result = Reply(200)
+    return Answer(result.status, result.detail, result.first_audio_s, label, time.perf_counter() - began)
+
+
+def tally(answers: Sequence[Answer]) -> str:
+    """'400 x9 in <= 5.1 s'."""
+    counts = Counter(str(answer.status) for answer in answers)
+    slowest = max((answer.seconds for answer in answers), default=0.0)
+    return ", ".join(f"{status} x{count}" for status, count in counts.most_common()) + f" in <= {slowest:.1f} s"
+
+
+def listed(answers: Sequence[Answer]) -> str:
+    return "; ".join(f"{answer.label}: {answer.status}, {answer.detail}" for answer in answers)
+
+
+def sdk(target: Target) -> openai.AsyncOpenAI:
+    """The OpenAI SDK as an app uses it on this server; no retries, so each answer is the server's first."""
+    return openai.AsyncOpenAI(base_url=target.http_url + "/v1", api_key="none", max_retries=0, timeout=ANSWER_S)
+
+
+def heard(first: float | None, size: int) -> str:
+    return (f"first audio after {first:.1f} s" if first is not None else "no audio") + f", {size / 1e6:.1f} MB read"
+
+
+# -- Wyoming ------------------------------------------------------------------------------
+
+
+class SourcedClient(AsyncTcpClient):
+    """The `wyoming` client, connecting from a chosen loopback address (the server's fairness is per address)."""
+
+    def __init__(self, port: int, source: str) -> None:
+        super().__init__(HOST, port)
+        self.source = source
+
+    async def connect(self) -> None:
+        self._reader, self._writer = await asyncio.open_connection(self.host, self.port, local_addr=(self.source, 0))
+
+    async def disconnect(self) -> None:
+        try:
+            await super().disconnect()
+        except OSError:
+            pass  # reset by the server
+
+
+def status_of(event: Event | None) -> str:
+    if event is None:
+        return "closed"
+    return f"error:{(event.data or {}).get('code')}" if event.type == "error" else event.type
+
+
+async def read_answer(client: AsyncTcpClient, end: str, timeout: float) -> tuple[str, list[Event]]:
+    """Events up to `end`, an error or the connection's end: (its type, 'error:CODE' or 'closed'; the events)."""
+    events: list[Event] = []
+    while True:
+        event = await asyncio.wait_for(client.read_event(), timeout)
+        if event is not None:
+            events.append(event)
+        if event is None or event.type in (end, "error"):
+            return status_of(event), events
+
+
+async def transcribe(port: int, source: str, clip: Recording, **request: Any) -> tuple[str, str]:
+    """A Wyoming transcription of `clip`, sent at full speed: (status, text)."""
+    client = SourcedClient(port, source)
+    await client.connect()
+    try:
+        await client.write_event(Transcribe(language="en", **request).event())
+        await client.write_event(AudioStart(RATE, WIDTH, 1).event())
+        step = CHUNK_SAMPLES * WIDTH
+        for at in range(0, len(clip.pcm.audio), step):
+            await client.write_event(AudioChunk(RATE, WIDTH, 1, audio=clip.pcm.audio[at : at + step]).event())
+        await client.write_event(AudioStop().event())
+        status, events = await read_answer(client, "transcript", REAL_TIMEOUT_S)
+        return status, events[-1].data.get("text", "") if status == "transcript" else ""
+    finally:
+        await client.disconnect()
+
+
+async def wyoming_speech(port: int, events: Sequence[Event], read_s: float = READ_S) -> Reply:
+    """Send `events` from ATTACKER; read the speech for `read_s` or to its end, then hang up."""
+    began = time.perf_counter()
+    client = SourcedClient(port, ATTACKER)
+    first, size, status = None, 0, "no audio"
+    await client.connect()
+    try:
+        for event in events:
+            await client.write_event(event)
+        while (left := read_s - (time.perf_counter() - began)) > 0:
+            try:
+                event = await asyncio.wait_for(client.read_event(), left)
+            except asyncio.TimeoutError:
+                break
+            if event is None or event.type in ("error", "audio-stop"):
+                status = status_of(event)
+                break
+            if event.type == "audio-chunk":
+                first = first or time.perf_counter() - began
+                size += len(event.payload or b"")
+                status = "audio"
+    finally:
+        await client.disconnect()
+    return Reply(status, heard(first, size), first)
+
+
+def event_bytes(event_type: str, data_json: str) -> bytes:
+    """An event as the `wyoming` library writes it (header line, then data), from data already in JSON."""
+    data = data_json.encode("utf-8", "surrogatepass")
+    return json.dumps({"type": event_type, "data_length": len(data)}).encode() + b"\n" + data
+
+
+async def raw_event(port: int, event: bytes) -> Reply:
+    """Write an event the `wyoming` library cannot (it encodes no lone surrogate); the first event back."""
+    reader, writer = await asyncio.open_connection(HOST, port, local_addr=(ATTACKER, 0))
+    try:
+        writer.write(event)
+        await writer.drain()
+        answer = await asyncio.wait_for(async_read_event(reader), ANSWER_S)
+    finally:
+        writer.close()
+    return Reply(status_of(answer), str((answer.data or {}).get("text", ""))[:200] if answer else "")
+
+
+# -- the describe prober: a process of its own ---------------------------------------------
+
+
+async def describe_once(port: int, source: str) -> str:
+    """'ok' (an info event), 'error:CODE', 'closed', 'timeout' or how the connection failed."""
+    client = SourcedClient(port, source)
+    try:
+        await asyncio.wait_for(client.connect(), PROBE_TIMEOUT_S)
+        await client.write_event(Describe().event())
+        status, _ = await read_answer(client, "info", PROBE_TIMEOUT_S)
+        return "ok" if status == "info" else status
+    except asyncio.TimeoutError:
+        return "timeout"
+    except OSError as err:
+        return f"oserror:{type(err).__name__}"
+    except Exception as err:  # noqa: BLE001  (the prober outlives any answer: a half event, bad JSON)
+        return f"broken:{type(err).__name__}"
+    finally:
+        await client.disconnect()
+
+
+async def probe_forever(port: int) -> None:
+    """The prober process: a describe every PROBE_EVERY_S, a line each: 'MONOTONIC_START SECONDS STATUS'."""
+    while True:
+        began = time.monotonic()
+        status = await describe_once(port, PROBER)
+        print(f"{began:.4f} {time.monotonic() - began:.4f} {status}", flush=True)
+        await asyncio.sleep(max(0.0, began + PROBE_EVERY_S - time.monotonic()))
+
+
+@dataclass
+class Probe:
+    at: float  # time.monotonic(): one clock for every process
+    seconds: float
+    status: str
+
+
+class Prober:
+    """The prober process of one server, and the describes it timed."""
+
+    def __init__(self) -> None:
+        self.probes: list[Probe] = []
+        self._process: asyncio.subprocess.Process | None = None
+        self._reading: asyncio.Task[None] | None = None
+
+    async def start(self, port: int) -> None:
+        self._process = await asyncio.create_subprocess_exec(
+            sys.executable, __file__, "--probe-port", str(port), stdout=asyncio.subprocess.PIPE
+        )
+        self._reading = asyncio.create_task(self._read(self._process.stdout))  # type: ignore[arg-type]
+        while not self.probes:
+            if self._reading.done():
+                raise RuntimeError("the describe prober exited")
+            await asyncio.sleep(0.1)
+
+    async def _read(self, stdout: asyncio.StreamReader) -> None:
+        async for line in stdout:
+            at, seconds, status = line.decode().split(maxsplit=2)
+            self.probes.append(Probe(float(at), float(seconds), status.strip()))
+
+    async def stop(self) -> None:
+        if self._process is not None and self._process.returncode is None:
+            self._process.terminate()
+            await self._process.wait()
+        if self._reading is not None:
+            await self._reading
+
+    def between(self, began: float, ended: float) -> list[Probe]:
+        return [probe for probe in self.probes if began <= probe.at <= ended]
+
+
+# -- the server -------------------------------------------------------------------------
+
+
+class Target:
+    """The server under attack, and its prober."""
+
+    def __init__(self, stack: ExitStack) -> None:
+        self.stack = stack
+        self.server: ServerProcess | None = None
+        self.http_url = ""
+        self.prober = Prober()
+        self.suspect = False  # the last attack killed it or missed a target
+        self.starts = 0
+
+    @property
+    def port(self) -> int:
+        assert self.server is not None
+        return self.server.port
+
+    @property
+    def http_port(self) -> int:
+        return int(self.http_url.rsplit(":", 1)[1])
+
+    @property
+    def pid(self) -> int:
+        assert self.server is not None
+        return self.server.process.pid
+
+    @property
+    def alive(self) -> bool:
+        return self.server is not None and self.server.process.poll() is None
+
+    async def ensure(self, fresh: bool) -> None:
+        """A served server for the next attack: this one, or a new one."""
+        if self.alive and not self.suspect and not fresh:
+            return
+        await self.stop()
+        began = time.monotonic()
+        self.server, self.http_url = await start_all_frontends("abuse", CACHE / "abuse-data", self.stack)
+        await self.prober.start(self.port)
+        self.suspect, self.starts = False, self.starts + 1
+        warm = await real_pair(self.port, "warm-up")  # models loaded and run: the baseline is a served server's
+        log(f"server {self.starts} ready in {time.monotonic() - began:.0f} s; warm-up {[r.ok for r in warm]}")
+
+    async def stop(self) -> None:
+        await self.prober.stop()
+        self.prober = Prober()
+        if self.server is not None:
+            stop_servers([self.server])
+
+
+# -- memory -------------------------------------------------------------------------------
+
+
+def status_mb(pid: int, name: str) -> float | None:
+    """A memory figure (VmRSS, VmHWM) of a process from /proc, or None once it is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(name + ":"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return None
+
+
+def reset_peak(pid: int) -> bool:
+    """Start VmHWM afresh (Linux's clear_refs 5), so that it is this attack's; False where that is refused."""
+    try:
+        Path(f"/proc/{pid}/clear_refs").write_text("5")
+    except OSError:
+        return False
+    return True
+
+
+class MemoryWatch(threading.Thread):
+    """VmRSS every SAMPLE_S, in a thread (our event loop may be busy); past `guard_mb` the server is killed."""
+
+    def __init__(self, pid: int, guard_mb: float) -> None:
+        super().__init__(daemon=True)
+        self.pid, self.guard_mb = pid, guard_mb
+        self.samples: list[tuple[float, float]] = []
+        self.killed_at_mb: float | None = None
+        self._stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self._stopped.is_set():
+            rss = status_mb(self.pid, "VmRSS")
+            if rss is None:
+                return
+            self.samples.append((time.monotonic(), rss))
+            if rss > self.guard_mb and self.killed_at_mb is None:
+                self.killed_at_mb = rss
+                os.kill(self.pid, signal.SIGKILL)
+            self._stopped.wait(SAMPLE_S)
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self.join()
+
+    def timeline(self, began: float, every: float = 0.5) -> list[list[float]]:
+        """[seconds from `began`, highest RSS] per `every` seconds: the shape, small enough for the JSON."""
+        buckets: dict[int, float] = {}
+        for at, rss in self.samples:
+            bucket = int((at - began) / every)
+            buckets[bucket] = max(buckets.get(bucket, 0.0), rss)
+        return [[round(bucket * every, 1), round(rss, 1)] for bucket, rss in sorted(buckets.items())]
+
+
+# -- real requests ----------------------------------------------------------------------
+
+
+@dataclass
+class Real:
+    """A real request, as Home Assistant makes it."""
+
+    kind: str  # transcribe | synthesize
+    phase: str  # during | after | warm-up
+    ok: bool
+    seconds: float
+    detail: str
+
+
+_CLIPS: dict[str, Recording] = {}
+_SAID = iter(range(1, 1 << 30))
+
+
+def real_clip() -> Recording:
+    if not _CLIPS:
+        _CLIPS.update((clip.name, clip) for clip in lj_recordings())
+    return _CLIPS[REAL_CLIP]
+
+
+async def real_transcription(port: int, phase: str) -> Real:
+    clip, began = real_clip(), time.perf_counter()
+    try:
+        status, text = await transcribe(port, HOME_ASSISTANT, clip)
+    except (asyncio.TimeoutError, *CLIENT_FAILURES) as err:
+        return Real("transcribe", phase, False, time.perf_counter() - began, f"{type(err).__name__}: {err}")
+    score = wer([clip.text], [text]) if status == "transcript" else None
+    ok = score is not None and score <= MAX_WER
+    detail = f"WER {score:.2f}: {text!r}" if score is not None else status
+    return Real("transcribe", phase, ok, time.perf_counter() - began, detail)
+
+
+async def real_synthesis(port: int, phase: str) -> Real:
+    began = time.perf_counter()
+    client = SourcedClient(port, HOME_ASSISTANT)
+    try:
+        await client.connect()
+        await client.write_event(Synthesize(text=SAY.format(next(_SAID))).event())
+        status, events = await read_answer(client, "audio-stop", REAL_TIMEOUT_S)
+    except (asyncio.TimeoutError, *CLIENT_FAILURES) as err:
+        return Real("synthesize", phase, False, time.perf_counter() - began, f"{type(err).__name__}: {err}")
+    finally:
+        await client.disconnect()
+    start = next((event.data for event in events if event.type == "audio-start"), None)
+    audio = b"".join(event.payload or b"" for event in events if event.type == "audio-chunk")
+    samples = np.frombuffer(audio[: len(audio) // 2 * 2], dtype=np.int16)
+    seconds = len(samples) / start["rate"] if start and start["width"] == 2 and start["channels"] == 1 else 0.0
+    peak = int(np.abs(samples.astype(np.int32)).max()) if len(samples) else 0
+    ok = status == "audio-stop" and seconds >= MIN_SPEECH_S and peak >= SILENT_PEAK
+    return Real("synthesize", phase, ok, time.perf_counter() - began, f"{status}: {seconds:.2f} s, peak {peak}")
+
+
+async def real_pair(port: int, phase: str) -> list[Real]:
+    return [await real_transcription(port, phase), await real_synthesis(port, phase)]
+
+
+async def real_while(port: int, attacking: asyncio.Event, into: list[Real]) -> None:
+    """Real requests in turn while the attack runs: at least one pair, begun with it."""
+    while True:
+        into.extend(await real_pair(port, "during"))
+        if not attacking.is_set():
+            return
+        await asyncio.sleep(REAL_PAUSE_S)
+
+
+# -- attacks ------------------------------------------------------------------------------
+
+
+@dataclass
+class Finding:
+    """What an attack saw: its answers in a line, whether they are what a bounded server gives, the answers."""
+
+    outcome: str
+    expected: bool
+    answers: list[Answer] = field(default_factory=list)
+
+
+# flac
+
+
+FLAC_RATES = (8, 16, 32)
+FLAC_BLOCK = 65535  # samples: the most one FLAC frame holds
+FLAC_VALUE = 1000  # the one sample value of the frame
+
+
+def crc(data: bytes, bits: int, poly: int) -> int:
+    """FLAC's CRC-8 (poly 0x07) and CRC-16 (poly 0x8005): MSB first, no reflection, initial 0."""
+    top, mask, value = 1 << (bits - 1), (1 << bits) - 1, 0
+    for byte in data:
+        value ^= byte << (bits - 8)
+        for _ in range(8):
+            value = ((value << 1) ^ poly) & mask if value & top else (value << 1) & mask
+    return value
+
+
+def tiny_flac(rate: int) -> bytes:
+    """55 bytes of FLAC: STREAMINFO declaring `rate` Hz, 16-bit mono, and one frame of FLAC_BLOCK samples
+    of one value (a CONSTANT subframe: two bytes)."""
+    info = struct.pack(">HH", FLAC_BLOCK, FLAC_BLOCK) + bytes(6)  # block sizes; frame sizes unknown
+    info += ((rate << 44) | (15 << 36) | FLAC_BLOCK).to_bytes(8, "big") + bytes(16)  # mono, 16-bit; no MD5
+    header = b"fLaC" + bytes([0x80]) + len(info).to_bytes(3, "big") + info  # the last metadata block
+    # sync; block size in 16 bits after the header, rate from STREAMINFO; mono, 16-bit; frame number 0
+    frame = bytes([0xFF, 0xF8, 0x70, 0x08, 0x00]) + struct.pack(">H", FLAC_BLOCK - 1)
+    frame += bytes([crc(frame, 8, 0x07), 0x00]) + struct.pack(">h", FLAC_VALUE)
+    return header + frame + struct.pack(">H", crc(frame, 16, 0x8005))
+
+
+async def flac(target: Target) -> Finding:
+    client = sdk(target)
+    async with client, httpx.AsyncClient(base_url=target.http_url, timeout=ANSWER_S) as http:
+        calls = []
+        for rate in FLAC_RATES:
+            upload = ("tiny.flac", tiny_flac(rate), "audio/flac")
+            calls += [
+                timed(f"transcriptions {rate} Hz", client.audio.transcriptions.create(model="whisper-1", file=upload)),
+                timed(f"translations {rate} Hz", client.audio.translations.create(model="whisper-1", file=upload)),
+                timed(f"/api/asr {rate} Hz", http.post("/api/asr", files={"audio_file": upload})),
+            ]
+        answers = list(await asyncio.gather(*calls))
+    return Finding(tally(answers), all(a.refused and a.seconds <= QUICK_S for a in answers), answers)
+
+
+# speech-text
+
+
+SENTENCE_CHARS = 4096  # OpenAI's limit on `input`
+NUMBERS_CHARS = 2048
+WORDS = "the porch light in the garden turns on at dusk, and the kitchen stays warm while"  # no full stop
+
+
+async def speech_for(target: Target, text: str) -> Reply:
+    """/v1/audio/speech through the SDK, read as it streams for READ_S, then hung up on."""
+    began = time.perf_counter()
+    first, size = None, 0
+    async with sdk(target) as client:
+        request = client.audio.speech.with_streaming_response.create(
+            model="tts-1", voice="alloy", input=text, response_format="wav"
+        )
+        async with request as response:
+            async for piece in response.iter_bytes():
+                first = first or time.perf_counter() - began
+                size += len(piece)
+                if time.perf_counter() - began > READ_S:
+                    break
+    return Reply(200, heard(first, size), first)
+
+
+async def speech_text(target: Target) -> Finding:
+    sentence = ((WORDS + " ") * (SENTENCE_CHARS // len(WORDS) + 1))[:SENTENCE_CHARS]
+    numbers = ("9,999,999 " * NUMBERS_CHARS)[:NUMBERS_CHARS]
+    answers = await asyncio.gather(
+        timed("4,096-character sentence", speech_for(target, sentence)),
+        timed("2,048 characters of 9,999,999", speech_for(target, numbers)),
+    )
+    return Finding(listed(answers), all(a.refused or a.spoke_soon for a in answers), list(answers))
+
+
+# wyoming-digits
+
+
+async def wyoming_digits(target: Target) -> Finding:
+    digits = ("0123456789" * DEFAULTS.max_text_chars)[: DEFAULTS.max_text_chars]
+    pieces = [SynthesizeChunk(text=digits[at : at + 100]).event() for at in range(0, len(digits), 100)]
+    streamed = [SynthesizeStart().event(), *pieces, SynthesizeStop().event()]
+    answers = await asyncio.gather(
+        timed("synthesize", wyoming_speech(target.port, [Synthesize(text=digits).event()])),
+        timed("streamed", wyoming_speech(target.port, streamed)),
+    )
+    return Finding(listed(answers), all(a.refused or a.spoke_soon for a in answers), list(answers))
+
+
+# rtc-offers
+
+
+RTC_BAD_OFFERS = 20  # more than --rtc-max-sessions
+
+
+async def offer_without_audio() -> str:
+    """A browser's offer (tests/rtc_client.py's: audio and a data channel, every candidate in it) with its audio
+    section cut out: about 1 KB."""
+    client = Browser("")
+    try:
+        await client.pc.setLocalDescription(await client.pc.createOffer())
+        lines = client.pc.localDescription.sdp.split("\r\n")
+    finally:
+        await client.close()
+    audio = next(n for n, line in enumerate(lines) if line.startswith("m=audio"))
+    after = next((n for n, line in enumerate(lines) if line.startswith("m=") and n > audio), len(lines))
+    return "\r\n".join(lines[:audio] + lines[after:])
+
+
+async def browser(url: str) -> Reply:
+    """tests/rtc_client.py's browser connects: its offer's answer, then its data channel open."""
+    client = Browser(url)
+    try:
+        response = await client.offer()
+        if response.status_code != 200:
+            return Reply(response.status_code, response.text[:200])
+        opened = asyncio.Event()
+        client.channel.on("open", opened.set)
+        if client.channel.readyState != "open":
+            await asyncio.wait_for(opened.wait(), 20)
+        return Reply(200, "data channel open")
+    finally:
+        await client.close()
+
+
+async def rtc_offers(target: Target) -> Finding:
+    url = target.http_url + "/api/rtc/asr"
+    offer = {"sdp": await offer_without_audio(), "type": "offer"}
+    async with httpx.AsyncClient(timeout=ANSWER_S) as http:
+        bad = [await timed(f"no audio {n}", http.post(url, json=offer)) for n in range(RTC_BAD_OFFERS)]
+    good = await timed("a browser", browser(url))
+    expected = all(answer.refused for answer in bad) and good.status == 200
+    return Finding(f"{tally(bad)}; then a browser: {good.status}, {good.detail[:60]}", expected, [*bad, good])
+
+
+# willow-streams
+
+
+AMR_MAGIC = b"#!AMR-WB\n"
+AMR_NO_DATA = bytes([15 << 3 | 1 << 2])  # frame type 15, NO_DATA, quality bit set: one byte for 20 ms
+AMR_FRAMES_PER_S = 50
+WILLOW_READ = 2048  # bytes per chunk, as the device's recorder reads them
+WILLOW_SPREAD_S = 15.0  # a body is sent over this long
+WILLOW_HOLD_S = 5.0  # then the stream stays open this long before it ends
+
+
+async def _http_answer(reader: asyncio.StreamReader) -> tuple[int, bytes]:
+    """An HTTP/1.1 answer with a Content-Length, read whole."""
+    status_line, *lines = (await reader.readuntil(b"\r\n\r\n")).decode().split("\r\n")
+    headers = {name.lower(): value.strip() for name, _, value in (line.partition(":") for line in lines)}
+    return int(status_line.split()[1]), await reader.readexactly(int(headers.get("content-length", "0")))
+
+
+async def willow_device(http_url: str, query: str, body: bytes, seconds: float, hold: float = 0.0) -> Reply:
+    """POST /api/willow as a Willow device does: x-audio-* headers, and chunked encoding framed by hand from
+    2 KB recorder reads, sent over `seconds`; then `hold` seconds before the last chunk. A server that answers
+    early (a refusal) gets no more of the body."""
+    host, port = http_url.removeprefix("http://").split(":")
+    codec = "amrwb" if body.startswith(AMR_MAGIC) else "pcm"
+    headers = {"x-audio-sample-rate": "16000", "x-audio-bits": "16", "x-audio-channel": "1", "x-audio-codec": codec}
+    headers |= {"User-Agent": "Willow/2.0.0", "x-willow-id": "7c:df:a1:00:00:01", "Transfer-Encoding": "chunked"}
+    head = f"POST /api/willow?{query} HTTP/1.1\r\nHost: {host}:{port}\r\n"
+    reader, writer = await asyncio.open_connection(host, int(port), local_addr=(ATTACKER, 0))
+    answer = asyncio.create_task(_http_answer(reader))
+    try:
+        writer.write((head + "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n").encode())
+        started = time.perf_counter()
+        for at in range(0, len(body), WILLOW_READ):
+            if answer.done():
+                break
+            writer.write(b"%x\r\n%s\r\n" % (len(body[at : at + WILLOW_READ]), body[at : at + WILLOW_READ]))
+            await writer.drain()
+            due = started + seconds * min(len(body), at + WILLOW_READ) / len(body)
+            await asyncio.sleep(max(0.0, due - time.perf_counter()))
+        if not answer.done():
+            await asyncio.wait([answer], timeout=hold)
+        if not answer.done():
+            writer.write(b"0\r\n\r\n")
+            await writer.drain()
+    except ConnectionError:
+        pass  # the server stopped taking the body: its answer says why, or its absence does
+    try:
+        status, text = await asyncio.wait_for(answer, ANSWER_S)
+    finally:
+        answer.cancel()
+        writer.close()
+    return Reply(status, text[:200].decode(errors="replace"))
+
+
+async def willow_streams(target: Target) -> Finding:
+    frames = int((DEFAULTS.max_audio_seconds - 1) * AMR_FRAMES_PER_S)  # just under the limit: all of it counts
+    body = AMR_MAGIC + AMR_NO_DATA * frames
+    answers = await asyncio.gather(
+        *(
+            timed(f"device {n}", willow_device(target.http_url, "", body, WILLOW_SPREAD_S, WILLOW_HOLD_S))
+            for n in range(CONCURRENT)
+        )
+    )
+    expected = all(answer.status == 200 or answer.refused for answer in answers)
+    return Finding(f"{len(body) / 1e3:.0f} KB each: {tally(answers)}", expected, list(answers))
+
+
+# wyoming-uploads
+
+
+UPLOAD_CHUNK_S = 1  # seconds of audio per audio-chunk
+
+
+async def long_upload(port: int) -> Reply:
+    """--max-audio-seconds (less one) of silence at full speed, then audio-stop; the answer, however it comes."""
+    client = SourcedClient(port, ATTACKER)
+    await client.connect()
+    answer = asyncio.create_task(read_answer(client, "transcript", ANSWER_S + DEFAULTS.max_audio_seconds))
+    began = time.perf_counter()
+    try:
+        await client.write_event(Transcribe(language="en").event())
+        await client.write_event(AudioStart(RATE, WIDTH, 1).event())
+        chunk = AudioChunk(RATE, WIDTH, 1, audio=bytes(UPLOAD_CHUNK_S * RATE * WIDTH)).event()
+        for _ in range(int(DEFAULTS.max_audio_seconds) // UPLOAD_CHUNK_S - 1):
+            if answer.done():
+                break
+            await client.write_event(chunk)
+        if not answer.done():
+            await client.write_event(AudioStop().event())
+        sent = f"sent in {time.perf_counter() - began:.1f} s"
+    except ConnectionError:
+        sent = "cut off while sending"  # the answer says why, or its absence does
+    try:
+        status, _ = await asyncio.wait_for(answer, ANSWER_S)
+    except asyncio.TimeoutError:
+        status = "timeout"
+    finally:
+        answer.cancel()
+        await client.disconnect()
+    return Reply(status, sent)
+
+
+async def wyoming_uploads(target: Target) -> Finding:
+    answers = await asyncio.gather(*(timed(f"upload {n}", long_upload(target.port)) for n in range(CONCURRENT)))
+    expected = all(answer.status == "transcript" or answer.refused for answer in answers)
+    return Finding(tally(answers), expected, list(answers))
+
+
+# prompts
+
+
+PROMPTS = 6
+PROMPT_BYTES = 10 * 1024 * 1024
+
+
+def bias_lists() -> tuple[list[str], list[str]]:
+    """transcript_names and transcript_terms that together fill most of --max-event-data-bytes."""
+    half = DEFAULTS.max_event_data_bytes // 2
+    names = [f"Living room lamp {n}" for n in range(half // len('"Living room lamp 99999", '))]
+    terms = [f"scene {n}" for n in range(half // len('"scene 99999", '))]
+    return names, terms
+
+
+async def biased_transcription(port: int, names: list[str], terms: list[str]) -> Reply:
+    status, text = await transcribe(port, ATTACKER, real_clip(), transcript_names=names, transcript_terms=terms)
+    return Reply(status, text[:120])
+
+
+async def prompts(target: Target) -> Finding:
+    clip = real_clip()
+    upload = (f"{clip.name}.flac", (LJ_CORPUS / f"{clip.name}.flac").read_bytes(), "audio/flac")
+    prompt = ("Turn on the kitchen light. " * (PROMPT_BYTES // 27 + 1))[:PROMPT_BYTES]
+    names, terms = bias_lists()
+    size = len(json.dumps(Transcribe(language="en", transcript_names=names, transcript_terms=terms).event().data))
+    async with sdk(target) as client:
+        calls = [
+            timed(f"prompt {n}", client.audio.transcriptions.create(model="whisper-1", file=upload, prompt=prompt))
+            for n in range(PROMPTS)
+        ]
+        calls += [timed(f"names {n}", biased_transcription(target.port, names, terms)) for n in range(PROMPTS)]
+        answers = list(await asyncio.gather(*calls))
+    http, wyoming = answers[:PROMPTS], answers[PROMPTS:]
+    expected = all(a.status == 200 or a.refused for a in http) and all(
+        a.status == "transcript" or a.refused for a in wyoming
+    )
+    return Finding(f"10 MB prompts: {tally(http)}; {size // 1000} KB of names: {tally(wyoming)}", expected, answers)
+
+
+# slots
+
+
+SLOTS_EXTRA = 4  # connections asked for past --max-connections
+SLOTS_FILL_S = 2.0  # the attacker fills the slots this long before Home Assistant asks
+SLOTS_HOLD_S = 5.0  # and keeps them this long after
+SLOTS_TOP_UP_S = 0.1
+
+
+async def until_closed(reader: asyncio.StreamReader) -> None:
+    with suppress(ConnectionError):
+        await reader.read()
+
+
+class Hoard:
+    """Idle Wyoming connections from ATTACKER, topped up as the server refuses or closes them: every slot it
+    can get, all the time."""
+
+    def __init__(self, port: int, want: int) -> None:
+        self.port, self.want = port, want
+        self.open: list[tuple[asyncio.StreamWriter, asyncio.Task[None]]] = []
+        self.opened = 0
+
+    @property
+    def held(self) -> int:
+        return sum(not closed.done() for _, closed in self.open)
+
+    async def keep(self) -> None:
+        while True:
+            self.open = [(writer, closed) for writer, closed in self.open if not closed.done()]
+            for _ in range(self.want - len(self.open)):
+                reader, writer = await asyncio.open_connection(HOST, self.port, local_addr=(ATTACKER, 0))
+                self.open.append((writer, asyncio.create_task(until_closed(reader))))
+                self.opened += 1
+            await asyncio.sleep(SLOTS_TOP_UP_S)
+
+    def close(self) -> None:
+        for writer, closed in self.open:
+            closed.cancel()
+            writer.close()
+
+
+async def slots(target: Target) -> Finding:
+    hoard = Hoard(target.port, DEFAULTS.max_connections + SLOTS_EXTRA)
+    keeping = asyncio.create_task(hoard.keep())
+    try:
+        await asyncio.sleep(SLOTS_FILL_S)
+        held = hoard.held
+        describe = await timed("describe from 127.0.0.2", _describe(target.port))
+        real = await real_transcription(target.port, "during")
+        await asyncio.sleep(SLOTS_HOLD_S)
+    finally:
+        keeping.cancel()
+        hoard.close()
+    transcription = Answer(
+        "ok" if real.ok else "not served", real.detail, None, "transcription from 127.0.0.2", real.seconds
+    )
+    outcome = (
+        f"the attacker held {held} connections ({hoard.opened} opened); Home Assistant's describe "
+        f"{describe.status} in {describe.seconds:.2f} s, transcription {transcription.status} in {real.seconds:.1f} s"
+    )
+    return Finding(outcome, describe.status == "ok" and real.ok, [describe, transcription])
+
+
+async def _describe(port: int) -> Reply:
+    return Reply(await describe_once(port, HOME_ASSISTANT))
+
+
+# slow-readers
+
+
+SLOW_RCVBUF = 4096  # bytes: the receive buffer of a client that never reads
+ACCEPT_S = 5.0  # for the server to accept a connection
+
+
+def prose(chars: int) -> str:
+    """Sentences, each different, up to `chars`: a long answer to read aloud."""
+    sentences, length = [], 0
+    while length < chars:
+        sentences.append(f"Chapter {len(sentences) + 1} tells how the garden lights came on along the path.")
+        length += len(sentences[-1]) + 1
+    return " ".join(sentences)[:chars].rstrip()
+
+
+def server_holds(server_port: int, client_port: int) -> bool:
+    """Whether the server process holds this connection: its end is in /proc/net/tcp with an inode. One it has
+    closed is gone, or orphaned (inode 0) while the kernel still tries to deliver what was written."""
+    wanted = (f"{server_port:04X}", f"{client_port:04X}")
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        if (fields[1].rsplit(":", 1)[1], fields[2].rsplit(":", 1)[1]) == wanted:
+            return fields[9] != "0"
+    return False
+
+
+async def never_reads(port: int, request: bytes, timeout: float) -> Reply:
+    """Send `request` from a socket with a small receive buffer that is never read; how long the server keeps
+    the connection open."""
+    loop = asyncio.get_running_loop()
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, SLOW_RCVBUF)  # before connecting: the window scale
+        sock.bind((ATTACKER, 0))
+        sock.setblocking(False)
+        await loop.sock_connect(sock, (HOST, port))
+        await loop.sock_sendall(sock, request)
+        began, client_port = time.perf_counter(), sock.getsockname()[1]
+        while not server_holds(port, client_port):  # until the server has accepted it
+            if time.perf_counter() - began > ACCEPT_S:
+                return Reply("never accepted")
+            await asyncio.sleep(0.05)
+        while server_holds(port, client_port):
+            if time.perf_counter() - began > timeout:
+                return Reply("still connected", f"after {timeout:.0f} s")
+            await asyncio.sleep(0.25)
+        return Reply("dropped", f"after {time.perf_counter() - began:.1f} s")
+    finally:
+        sock.close()
+
+
+async def slow_readers(target: Target) -> Finding:
+    timeout = DEFAULTS.send_timeout + 2 * DROP_SLACK_S
+    synthesize = json.dumps({"text": prose(DEFAULTS.max_text_chars)})
+    speech = json.dumps({"model": "tts-1", "voice": "alloy", "input": prose(SENTENCE_CHARS), "response_format": "wav"})
+    host = f"{HOST}:{target.http_port}"
+    post = f"POST /v1/audio/speech HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+    post += f"Content-Length: {len(speech)}\r\n\r\n{speech}"
+    answers = await asyncio.gather(
+        timed("Wyoming synthesize", never_reads(target.port, event_bytes("synthesize", synthesize), timeout)),
+        timed("/v1/audio/speech", never_reads(target.http_port, post.encode(), timeout)),
+    )
+    limit = DEFAULTS.send_timeout + DROP_SLACK_S
+    expected = all(answer.status == "dropped" and answer.seconds <= limit for answer in answers)
+    return Finding(listed(answers), expected, list(answers))
+
+
+# small
+
+
+NESTING = 30_000  # levels of [ ]: 60 KB, under /api/rtc/asr's 64 KB limit on an offer
+SAVES = 4
+STUN_LISTENER = "127.0.0.9"  # another host, as far as the server can tell
+DOCUMENTATION_ADDRESS = "192.0.2.1"  # TEST-NET-1: nobody's
+STUN_WAIT_S = 4.0
+
+
+async def start_keyed(stack: ExitStack) -> str:
+    """A second server, run with --api-key, that has saved a Willow recording; its HTTP URL."""
+    key = secrets.token_urlsafe(16)
+    server, http_url = await start_all_frontends("abuse-keyed", CACHE / "abuse-keyed-data", stack, ["--api-key", key])
+    async with httpx.AsyncClient(base_url=http_url, timeout=ANSWER_S) as http:
+        saved = await http.post(
+            "/api/willow?save_audio=true", content=real_clip().pcm.audio, headers={"X-API-Key": key}
+        )
+    if saved.status_code != 200:
+        raise RuntimeError(f"the keyed server saved no recording: {saved.status_code} {saved.text}")
+    return http_url
+
+
+def with_candidates(sdp: str, port: int) -> str:
+    """An offer with its own candidates replaced by two at other hosts' addresses."""
+    lines = [line for line in sdp.splitlines() if not line.startswith("a=candidate:")]
+    at = next(n for n, line in enumerate(lines) if line.startswith("a=mid:"))
+    others = [
+        f"a=candidate:1 1 udp 2130706431 {DOCUMENTATION_ADDRESS} 50000 typ host",
+        f"a=candidate:2 1 udp 2130706430 {STUN_LISTENER} {port} typ host",
+    ]
+    return "\r\n".join(lines[: at + 1] + others + lines[at + 1 :]) + "\r\n"
+
+
+class Counting(asyncio.DatagramProtocol):
+    def __init__(self) -> None:
+        self.received = 0
+
+    def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
+        self.received += 1
+
+
+async def offer_naming_others(http_url: str) -> Reply:
+    """A browser's offer whose candidates name other hosts; the answer, and the packets that reached one."""
+    loop = asyncio.get_running_loop()
+    transport, counting = await loop.create_datagram_endpoint(Counting, local_addr=(STUN_LISTENER, 0))
+    client = Browser(http_url + "/api/rtc/asr")
+    try:
+        await client.pc.setLocalDescription(await client.pc.createOffer())
+        sdp = with_candidates(client.pc.localDescription.sdp, transport.get_extra_info("sockname")[1])
+        async with httpx.AsyncClient(timeout=ANSWER_S) as http:
+            response = await http.post(http_url + "/api/rtc/asr", json={"sdp": sdp, "type": "offer"})
+        await asyncio.sleep(STUN_WAIT_S)
+    finally:
+        await client.close()
+        transport.close()
+    accepted = "accepted" if response.status_code == 200 else "refused"
+    return Reply(response.status_code, f"offer {accepted}; {counting.received} packets reached {STUN_LISTENER}")
+
+
+async def docs_policy(http: httpx.AsyncClient) -> Reply:
+    response = await http.get("/api/docs")
+    return Reply(response.status_code, response.headers.get("Content-Security-Policy", "no Content-Security-Policy"))
+
+
+SMALL_EXPECTED: dict[str, Callable[[Answer], bool]] = {
+    "speech with NUL": lambda a: a.status == 400,
+    "speech with a lone surrogate": lambda a: a.status == 400,
+    "synthesize with NUL": lambda a: a.status == "error:bad-request",
+    "synthesize with a lone surrogate": lambda a: a.status == "error:bad-request",
+    "nested JSON to /v1/audio/speech": lambda a: a.status == 400,
+    "nested JSON to /api/rtc/asr": lambda a: a.status == 400,
+    **{f"save_audio=true {n}": (lambda a: a.status == 200) for n in range(SAVES)},
+    "saved recording without the key": lambda a: a.status == 401,
+    "offer naming other hosts": lambda a: f" 0 packets reached {STUN_LISTENER}" in a.detail,
+    "/api/docs": lambda a: a.status == 200 and not a.detail.startswith("no "),
+}
+
+
+async def small(target: Target, keyed_url: str) -> Finding:
+    nested = b"[" * NESTING + b"]" * NESTING
+    speech = {"model": "tts-1", "voice": "alloy", "response_format": "wav"}
+    nul = json.dumps(speech | {"input": "Turn on the\x00 light"}).encode()
+    surrogate = json.dumps(speech | {"input": "Turn on the \ud800 light"}).encode()  # ASCII JSON: "\ud800"
+    as_json = {"Content-Type": "application/json"}
+    pcm = real_clip().pcm.audio
+    async with httpx.AsyncClient(base_url=target.http_url, timeout=ANSWER_S) as http:
+        answers = list(
+            await asyncio.gather(
+                timed("speech with NUL", http.post("/v1/audio/speech", content=nul, headers=as_json)),
+                timed(
+                    "speech with a lone surrogate", http.post("/v1/audio/speech", content=surrogate, headers=as_json)
+                ),
+                timed("synthesize with NUL", wyoming_speech(target.port, [Synthesize(text="Turn on\x00 it").event()])),
+                timed(
+                    "synthesize with a lone surrogate",
+                    raw_event(target.port, event_bytes("synthesize", '{"text": "Turn on \\ud800 it"}')),
+                ),
+                timed(
+                    "nested JSON to /v1/audio/speech", http.post("/v1/audio/speech", content=nested, headers=as_json)
+                ),
+                timed("nested JSON to /api/rtc/asr", http.post("/api/rtc/asr", content=nested, headers=as_json)),
+                *(
+                    timed(f"save_audio=true {n}", willow_device(target.http_url, "save_audio=true", pcm, 0.5))
+                    for n in range(SAVES)
+                ),
+                timed("saved recording without the key", http.get(keyed_url + "/audio/willow.wav")),
+                timed("offer naming other hosts", offer_naming_others(target.http_url)),
+                timed("/api/docs", docs_policy(http)),
+            )
+        )
+    missed = [a for a in answers if not SMALL_EXPECTED[a.label](a)]
+    outcome = f"{len(answers) - len(missed)} of {len(answers)} as expected"
+    if missed:
+        outcome += "; not: " + "; ".join(f"{a.label}: {a.status} {a.detail[:60]}" for a in missed)
+    return Finding(outcome, not missed, answers)
+
+
+# -- running them -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Attack:
+    name: str
+    run: Callable[..., Awaitable[Finding]]  # (target, *prepared)
+    prepare: Callable[[ExitStack], Awaitable[Any]] | None = None  # before it is measured; its result goes to run
+
+
+ATTACKS = (
+    Attack("flac", flac),
+    Attack("speech-text", speech_text),
+    Attack("wyoming-digits", wyoming_digits),
+    Attack("rtc-offers", rtc_offers),
+    Attack("willow-streams", willow_streams),
+    Attack("wyoming-uploads", wyoming_uploads),
+    Attack("prompts", prompts),
+    Attack("slots", slots),
+    Attack("slow-readers", slow_readers),
+    Attack("small", small, start_keyed),
+)
+
+
+async def attempt(attack: Attack, target: Target, prepared: Sequence[Any], cap: float) -> Finding:
+    """The attack, within `cap` seconds; an attack that fails in itself (not the server) says how."""
+    try:
+        return await asyncio.wait_for(attack.run(target, *prepared), cap)
+    except asyncio.TimeoutError:
+        return Finding(f"not over after {cap:g} s (--cap)", False)
+    except Exception as err:  # noqa: BLE001  (a client that breaks is a finding, not the end of the run)
+        return Finding(f"the attack broke: {type(err).__name__}: {err}", False)
+
+
+def log_errors(path: Path, since: int) -> list[str]:
+    """The server log's ERROR lines and tracebacks written after byte `since`: a bounded refusal writes none."""
+    with open(path, "rb") as log_file:
+        log_file.seek(since)
+        lines = log_file.read().decode(errors="replace").splitlines()
+    return [line for line in lines if " ERROR " in line or line.startswith("Traceback")]
+
+
+def describe_figures(probes: Sequence[Probe]) -> dict[str, Any]:
+    seconds = [probe.seconds for probe in probes]
+    return {
+        "count": len(probes),
+        "failed": sum(probe.status != "ok" for probe in probes),
+        "statuses": dict(Counter(probe.status for probe in probes)),
+        "p50_s": percentile(seconds, 50),
+        "p99_s": percentile(seconds, 99),
+        "max_s": max(seconds, default=None),
+    }
+
+
+async def measure(attack: Attack, target: Target, args: argparse.Namespace, stack: ExitStack) -> dict[str, Any]:
+    """One attack with its watchers, then --settle seconds; its figures and verdicts."""
+    prepared = [await attack.prepare(stack)] if attack.prepare else []
+    await target.ensure(args.fresh)
+    assert target.server is not None
+    server_start, pid, log_path = target.starts, target.pid, target.server.log_path
+    log_since = log_path.stat().st_size
+    baseline, hwm_reset = status_mb(pid, "VmRSS"), reset_peak(pid)
+    watch = MemoryWatch(pid, args.guard_mb)
+    watch.start()
+    log(f"{attack.name}: baseline {fmt(baseline, '{:.0f}')} MiB")
+    began = time.monotonic()
+    attacking, reals = asyncio.Event(), []
+    attacking.set()
+    during = asyncio.create_task(real_while(target.port, attacking, reals))
+    finding = await attempt(attack, target, prepared, args.cap)
+    attack_s = time.monotonic() - began
+    attacking.clear()
+    await during
+    reals += await real_pair(target.port, "after")
+    if target.alive:
+        await asyncio.sleep(max(0.0, began + attack_s + args.settle - time.monotonic()))
+    final, hwm = status_mb(pid, "VmRSS"), status_mb(pid, "VmHWM") if hwm_reset else None
+    watch.stop()
+    ended = time.monotonic()
+    sampled = max((rss for _, rss in watch.samples), default=None)
+    peak = max((value for value in (sampled, hwm) if value is not None), default=None)
+    describe = describe_figures(target.prober.between(began, ended))
+    targets = {
+        "answers": finding.expected,
+        "memory": watch.killed_at_mb is None and peak is not None and peak < args.ceiling_mb,
+        "describe": describe["count"] > 0 and describe["failed"] == 0 and describe["max_s"] < STALL_TARGET_S,
+        "real": bool(reals) and all(real.ok for real in reals),
+    }
+    passed = all(targets.values())
+    target.suspect = not passed or not target.alive
+    log(f"{attack.name}: {'passed' if passed else 'FAILED ' + str([k for k, v in targets.items() if not v])}")
+    return {
+        "name": attack.name,
+        "server_start": server_start,
+        "outcome": finding.outcome,
+        "answers": [asdict(answer) | {"refused": answer.refused} for answer in finding.answers],
+        "attack_s": attack_s,
+        "rss_mib": {
+            "baseline": baseline,
+            "peak": peak,
+            "peak_sampled": sampled,
+            "peak_hwm": hwm,
+            "final": final,
+            "killed_at": watch.killed_at_mb,
+            "timeline": watch.timeline(began),
+        },
+        "server_alive_after": target.alive,
+        "log_errors": log_errors(log_path, log_since),
+        "describe": describe,
+        "real": [asdict(real) for real in reals],
+        "targets": targets,
+        "passed": passed,
+    }
+
+
+async def run(args: argparse.Namespace, stack: ExitStack) -> dict[str, Any]:
+    target = Target(stack)
+    results = []
+    try:
+        for attack in ATTACKS:
+            if attack.name in args.attacks:
+                results.append(await measure(attack, target, args, stack))
+    finally:
+        await target.stop()
+    return {"attacks": results, "servers_started": target.starts, "passed": all(r["passed"] for r in results)}
+
+
+# -- report ---------------------------------------------------------------------------------
+
+
+def report(document: dict[str, Any], out: Path) -> None:
+    settings = document["settings"]
+    print(f"Command: {document['command']}")
+    print(f"Machine: {document['machine']['cpu_count']} CPUs ({document['machine']['cpu_model']})")
+    print(
+        f"Targets: expected answers; peak RSS < {settings['ceiling_mb']:g} MiB; describe < "
+        f"{STALL_TARGET_S * 1000:.0f} ms, none failed; real requests right (! marks a miss). Final RSS after "
+        f"{settings['settle']:g} s; log: the server's ERROR lines and tracebacks meanwhile."
+    )
+    print()
+    header = ("attack", "answers", "base MiB", "peak MiB", "final MiB", "describe max", "failed", "real ok", "slowest")
+    header += ("log", "")
+    rows = [header]
+    for result in document["attacks"]:
+        rss, describe, targets = result["rss_mib"], result["describe"], result["targets"]
+        killed = f" (killed at {rss['killed_at']:.0f})" if rss["killed_at"] else ""
+        rows.append(
+            (
+                result["name"],
+                "as expected" if targets["answers"] else "NOT",
+                fmt(rss["baseline"], "{:.0f}"),
+                fmt(rss["peak"], "{:.0f}") + killed + ("" if targets["memory"] else " !"),
+                fmt(rss["final"], "{:.0f}"),
+                (">" if "timeout" in describe["statuses"] else "")
+                + fmt(describe["max_s"], "{:.3f} s")
+                + ("" if targets["describe"] else " !"),
+                f"{describe['failed']}/{describe['count']}",
+                f"{sum(r['ok'] for r in result['real'])}/{len(result['real'])}" + ("" if targets["real"] else " !"),
+                fmt(max((r["seconds"] for r in result["real"]), default=None), "{:.1f} s"),
+                f"{len(result['log_errors'])} errors",
+                "pass" if result["passed"] else "FAIL",
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    for n, row in enumerate(rows):
+        print(
+            "  ".join(
+                cell.ljust(width) if i == 0 else cell.rjust(width)
+                for i, (cell, width) in enumerate(zip(row, widths, strict=True))
+            ).rstrip()
+        )
+        if n == 0:
+            print("-" * (sum(widths) + 2 * (len(widths) - 1)))
+    print()
+    for result in document["attacks"]:
+        print(f"{result['name']}: {result['outcome']}")
+        wrong = [r for r in result["real"] if not r["ok"]]
+        if wrong:
+            print(
+                "  real requests not right: "
+                + "; ".join(f"{r['phase']} {r['kind']}: {r['detail'][:80]}" for r in wrong[:3])
+            )
+    print()
+    print(f"Servers started: {document['servers_started']}; run took {document['runtime_s']:.0f} s")
+    print(f"Results: {out}")
+    print("All targets met" if document["passed"] else "Targets missed")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    names = [attack.name for attack in ATTACKS]
+    parser.add_argument("--only", default=",".join(names), help=f"Comma-separated attacks of {', '.join(names)}")
+    parser.add_argument("--ceiling-mb", type=float, default=1536, help="Peak resident memory an attack may cause")
+    parser.add_argument("--guard-mb", type=float, default=6144, help="Kill the server past this resident memory")
+    parser.add_argument(
+        "--settle", type=float, default=TRIM_SECONDS + 5, help="Seconds after an attack until its final RSS"
+    )
+    parser.add_argument("--cap", type=float, default=150, help="Seconds an attack may take before it is cut short")
+    parser.add_argument("--fresh", action="store_true", help="A new server for every attack")
+    parser.add_argument("--out", type=Path, help="JSON results. Default: bench/results/abuse-<timestamp>.json")
+    parser.add_argument("--probe-port", type=int, help=argparse.SUPPRESS)  # the prober process
+    args = parser.parse_args()
+    if args.probe_port:
+        asyncio.run(probe_forever(args.probe_port))
+        return
+    args.attacks = [name.strip() for name in args.only.split(",") if name.strip()]
+    if unknown := set(args.attacks) - set(names):
+        parser.error(f"unknown attack(s) {', '.join(sorted(unknown))}; choose from {', '.join(names)}")
+    out = args.out or ROOT / "bench" / "results" / f"abuse-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    settings = {k: v for k, v in vars(args).items() if k not in ("out", "probe_port", "only")}
+    run_and_record(lambda stack: run(args, stack), settings, out, report)
+    sys.exit(0 if json.loads(out.read_text())["passed"] else 1)
+
+
+if __name__ == "__main__":
+    main()
