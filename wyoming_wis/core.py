@@ -13,6 +13,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -55,6 +56,7 @@ class Core:
         self._piper = {engine.found.path: engine for engine in voices}  # loaded Piper models, by file
         self.xtts = {engine.name: engine for engine in xtts}  # loaded XTTS models; only ever loaded at start
         self._loading = asyncio.Lock()
+        self._housekeeping = ThreadPoolExecutor(1, thread_name_prefix="voices")
         self.budget = MemoryBudget(int(settings.memory_budget_mb * 2**20))  # what clients make us hold, all told
         self.speech_cache = (
             SpeechCache(
@@ -175,7 +177,8 @@ class Core:
     async def refresh_voices(self, force: bool = False) -> list[Voice]:
         """The voice list, after picking up changed voice files, manifest and cloned voices."""
         if force or self.voices.stale:  # most requests skip the thread hop
-            await asyncio.to_thread(self.voices.refresh, force)
+            # in a thread of its own: `describe` must not wait behind audio work in asyncio's shared threads
+            await asyncio.get_running_loop().run_in_executor(self._housekeeping, self.voices.refresh, force)
         return self.voices.voices
 
     async def speech_stream(
@@ -289,10 +292,10 @@ class Core:
         """
         for engine in self.engines:
             engine.close()
+        self._housekeeping.shutdown(wait=False)
         deadline = time.monotonic() + timeout
-        late = [
-            name for engine in self.engines for name in engine.scheduler.join(max(0.0, deadline - time.monotonic()))
-        ]
+        schedulers = [*(engine.scheduler for engine in self.engines), *(engine.vad for engine in self.asr.values())]
+        late = [name for scheduler in schedulers for name in scheduler.join(max(0.0, deadline - time.monotonic()))]
         if late:
             _LOGGER.warning("Model calls still running after %.0f s, not waited for: %s", timeout, ", ".join(late))
 

@@ -75,7 +75,7 @@ class Pace:
 
 class Scheduler:
     def __init__(self, name: str, workers: int, queue_size: int, *, engine: str = "", model: str = "") -> None:
-        """`engine` (whisper, piper, xtts) and `model` label its metrics; by default the name is the engine."""
+        """`engine` (whisper, vad, piper, xtts) and `model` label its metrics; by default the name is the engine."""
         self.name = name
         self.engine = engine or name
         self.model = model

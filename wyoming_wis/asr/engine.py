@@ -113,6 +113,9 @@ class WhisperEngine:
                     "Whisper %s does not support --language %s; it will detect", self.name, default_language
                 )
         self.scheduler = Scheduler(f"whisper-{found.name}", workers, queue_size, engine="whisper", model=found.name)
+        # Scoring speech costs up to a second per 10 minutes of audio: in threads of its own, behind a bounded
+        # queue, so that many long streams wait for it (or are refused) without delaying anything else.
+        self.vad = Scheduler(f"vad-{found.name}", runtime.cpu_threads, queue_size, engine="vad", model=found.name)
         self.batcher = Batcher(self._decode, max_batch)
         self._prompts: OrderedDict[str, tuple[int, ...]] = OrderedDict()  # least recently used first
         # Loaded or not: decoding holds `_active`; unloading needs it at zero.
@@ -167,7 +170,7 @@ class WhisperEngine:
     async def transcribe(self, audio: np.ndarray, options: Options) -> Transcript:
         """Transcribe 16 kHz mono float32 audio of any length."""
         detector = SpeechDetector()
-        await asyncio.to_thread(detector.update, audio)
+        await self.vad.run(detector.update, audio)
         return await self.transcribe_pieces(audio, detector.pieces(len(audio)), options)
 
     async def transcribe_pieces(
@@ -238,6 +241,7 @@ class WhisperEngine:
 
     def close(self) -> None:
         self.scheduler.close()
+        self.vad.close()
 
 
 def _check_bias(names: Sequence[str], terms: Sequence[str], text: str | None) -> None:

@@ -114,7 +114,7 @@ class AsrSession:
             await asyncio.gather(self._follower, return_exceptions=True)  # lets a decode in flight land
         self._flush()
         audio = self.audio()
-        await asyncio.to_thread(self._detector.update, audio)
+        await self.engine.vad.run(self._detector.update, audio)
         if self._on_text is not None:
             await self._decode_in_order(audio)
         transcript = await self._transcribe(audio)
@@ -139,7 +139,11 @@ class AsrSession:
             audio = self.audio()
             if self._finishing or len(audio) - self._detector.scored < VAD_STEP:
                 continue
-            await asyncio.to_thread(self._detector.update, audio)
+            try:
+                await self.engine.vad.run(self._detector.update, audio)
+            except WisError as err:  # busy: what is said so far is scored at the end
+                _LOGGER.debug("No partial transcript: %s", err)
+                continue
             speech_end = self._detector.speech_end()
             if self._finishing or speech_end is None or not self._due(len(audio), speech_end, decoded_at, interval):
                 continue
