@@ -33,6 +33,7 @@ from aiohttp.streams import StreamReader
 
 from wyoming_wis.config import Settings
 from wyoming_wis.errors import Timeout
+from wyoming_wis.memory import cap_send_buffer
 from wyoming_wis.scheduler import patience
 
 from .errors import ApiError, answer
@@ -122,6 +123,7 @@ async def send(request: web.Request, response: web.StreamResponse, data: bytes |
     the answer takes: a device that plays speech as it comes reads it at its own pace.
     """
     seconds = request.app[SEND_TIMEOUT]
+    cap_send_buffer(request.transport)
     try:
         async with asyncio.timeout(seconds):
             await (response.write_eof() if data is None else response.write(data))

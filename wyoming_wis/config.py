@@ -431,7 +431,7 @@ OPTIONS: tuple[Option, ...] = (
         "Client data the server may hold at once across every request and frontend: audio buffered for "
         "transcription, uploaded files and their decoded audio. A request that would pass it is answered 'busy' "
         "(HTTP 429 with Retry-After) instead of growing the server's memory.",
-        default=512.0,
+        default=256.0,
         type=_positive_float,
         metavar="MB",
     ),

@@ -15,9 +15,11 @@ environment still wins. Other C libraries (musl, macOS) have neither call, and n
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ctypes
 import logging
 import os
+import socket
 import time
 from collections.abc import Callable
 
@@ -64,3 +66,18 @@ async def trim_forever(trim: Callable[[], None], every: float = TRIM_SECONDS) ->
         began = time.perf_counter()
         await asyncio.to_thread(trim)
         _LOGGER.debug("Returned free memory to the system in %.1f ms", (time.perf_counter() - began) * 1000)
+
+
+SEND_BUFFER_BYTES = 256 * 1024  # per connection: 3 s of 22 kHz speech, or a few of a compressed answer
+
+
+def cap_send_buffer(transport: asyncio.BaseTransport | None) -> None:
+    """Fix a client connection's kernel send buffer at SEND_BUFFER_BYTES.
+
+    Linux grows it up to 4 MB for a client that does not read (tcp_wmem), memory no limit of ours counts,
+    and a client that stops reading is only noticed (--send-timeout) once it is full: small, it fills at once.
+    """
+    sock = transport.get_extra_info("socket") if transport is not None else None
+    if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER_BYTES)

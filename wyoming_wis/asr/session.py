@@ -83,13 +83,17 @@ class AsrSession:
         if self._converter is None or self._converter.source != audio_format:
             self._flush()
             self._converter = PcmConverter(audio_format)
-        self._add(await asyncio.to_thread(self._converter.convert, pcm))
+        converter = self._converter
+        # converted and kept in a worker thread: growing the buffer copies all of it (up to 38 MB)
+        await asyncio.to_thread(lambda: self._append(converter.convert(pcm)))
+        self._arrive()
 
     def feed_samples(self, samples: np.ndarray) -> None:
         """Add audio already at 16 kHz mono float32 (a decoded file), with no conversion on the event loop."""
         self._count(len(samples) / WHISPER_RATE)
         self._flush()
-        self._add(samples)
+        self._append(samples)
+        self._arrive()
 
     def _count(self, seconds: float) -> None:
         """Count the audio against the limit before converting or keeping it."""
@@ -97,9 +101,8 @@ class AsrSession:
         if self.seconds > self.max_seconds:
             raise AudioTooLong(f"Audio is longer than the limit of {self.max_seconds:g} seconds")
 
-    def _add(self, samples: np.ndarray) -> None:
-        """Keep the audio and wake the follower."""
-        self._append(samples)
+    def _arrive(self) -> None:
+        """New audio is kept: wake the follower."""
         if self._first_audio is None:
             self._first_audio = time.monotonic()
         if self._on_text is not None and self._follower is None:

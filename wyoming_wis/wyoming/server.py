@@ -24,6 +24,7 @@ from wyoming.server import AsyncEventHandler, AsyncServer, AsyncTcpServer, Async
 
 from ..config import Settings
 from ..errors import Busy
+from ..memory import cap_send_buffer
 from .handler import WyomingHandler, host_of
 
 _LOGGER = logging.getLogger(__name__)
@@ -51,6 +52,7 @@ class _Limits:
                 pass
             writer.close()
             return
+        cap_send_buffer(writer.transport)
         await super()._handler_callback(handler_factory, reader, writer)  # type: ignore[misc]
 
     async def _make_room(self, host: str) -> bool:
