@@ -31,6 +31,7 @@ from typing import Any
 from aiohttp import web
 from aiohttp.streams import StreamReader
 
+from wyoming_wis.budget import client
 from wyoming_wis.config import Settings
 from wyoming_wis.errors import Timeout
 from wyoming_wis.memory import cap_send_buffer
@@ -98,7 +99,8 @@ async def _body_timeout(
 async def _patience(
     request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
 ) -> web.StreamResponse:
-    with patience(request.app[PATIENCE]["willow" if request.path in WILLOW_ROUTES else "http"]):
+    waits = request.app[PATIENCE]["willow" if request.path in WILLOW_ROUTES else "http"]
+    with patience(waits), client(request.remote or "local"):  # the client's buffers count against its share
         return await handler(request)
 
 

@@ -46,6 +46,7 @@ from aiortc.rtp import RtcpByePacket
 from wyoming_wis import metrics
 from wyoming_wis.asr import AsrSession
 from wyoming_wis.asr.engine import Transcript
+from wyoming_wis.budget import client
 from wyoming_wis.config import PortRange
 from wyoming_wis.core import Core
 from wyoming_wis.errors import WisError
@@ -263,13 +264,14 @@ class Peer:
             _send(channel, messages.log("Started again; the audio before is dropped"))
         wanted = params.over(self._defaults)
         utterance = _Utterance(channel, wanted)
-        session = self._core.asr_session(
-            wanted.model,
-            wanted.language,
-            on_text=utterance.heard,  # also without partials: the session decodes ahead only for a listener
-            beam_size=wanted.beam_size,
-            detect_language=bool(wanted.detect_language),
-        )
+        with client(self.remote):
+            session = self._core.asr_session(
+                wanted.model,
+                wanted.language,
+                on_text=utterance.heard,  # also without partials: the session decodes ahead only for a listener
+                beam_size=wanted.beam_size,
+                detect_language=bool(wanted.detect_language),
+            )
         utterance.begin(session, Listener(session, self._executor))
         self._utterance = utterance
 

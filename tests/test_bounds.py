@@ -34,14 +34,14 @@ from helpers import (
 from wyoming.asr import Transcribe
 from wyoming.audio import AudioChunk, AudioStart
 from wyoming.client import AsyncTcpClient
-from wyoming.event import async_read_event, async_write_event
+from wyoming.event import Event, async_read_event, async_write_event
 from wyoming.info import Describe
 from wyoming.tts import Synthesize
 
 from wyoming_wis.errors import Busy
 from wyoming_wis.scheduler import Scheduler, patience
 
-BUDGET_MB = 8  # 128 s of 16 kHz float audio, held at once by all clients
+BUDGET_MB = 8  # 131 s of 16 kHz float audio, held at once by all clients; half of it by one address
 MAX_AUDIO_SECONDS = 120  # one session's buffer: up to 121 s, 7.7 MB
 MAX_CONNECTIONS = 4
 SEND_SECONDS = 2.0
@@ -140,47 +140,75 @@ async def test_a_file_declaring_a_tiny_rate_is_refused_before_it_is_resampled(
 # -- the memory budget -----------------------------------------------------------------------------------------------
 
 
-async def test_a_global_budget_refuses_new_audio_as_busy_and_is_given_back(bounded: Server) -> None:
-    """One Wyoming client holds 90 s of audio (7.7 MB of the 8 MB budget); a second one, a Willow device and an
-    upload are then refused as busy, not buffered; once the first is answered, all of it is free again."""
-    long = silence(90)
-    async with bounded.client() as holder:
-        await holder.write_event(Transcribe().event())
-        await holder.write_event(AudioStart(16000, 2, 1).event())
-        step = 32000 * 2  # 2 s per chunk
-        for start in range(0, len(long.audio), step):
-            await holder.write_event(AudioChunk(16000, 2, 1, audio=long.audio[start : start + step]).event())
-        await holder.write_event(Describe().event())  # answered once every chunk before it is in the buffer
-        await read_until(holder, "info", timeout=30)
-        assert budget_used(bounded) >= 7 * 2**20
+async def connect_from(server: Server, source: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    return await asyncio.open_connection(server.host, server.port, local_addr=(source, 0))
 
-        async with bounded.client() as late:
-            refused = await transcribe(late, silence(10))
-        assert refused.type == "error" and refused.data["code"] == "busy", refused
 
-        willow = httpx.post(
-            bounded.http_url + "/api/willow",
-            content=silence(15).audio,
-            headers={
-                "x-audio-codec": "pcm",
-                "x-audio-sample-rate": "16000",
-                "x-audio-bits": "16",
-                "x-audio-channel": "1",
-            },
-        )
-        assert willow.status_code == 429, willow.text
-        assert int(willow.headers["Retry-After"]) >= 1
+class RawClient:
+    """A Wyoming client from a chosen loopback address (the memory budget is shared out by address)."""
 
-        upload = httpx.post(
-            bounded.http_url + "/v1/audio/transcriptions",
-            files={"file": ("a.wav", wav_bytes(silence(15)), "audio/wav")},
-            data={"model": "whisper-1"},
-        )
-        assert upload.status_code == 429, upload.text
-        assert upload.json()["error"]["code"] == "busy"
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
 
-        await send_audio(holder, Pcm(b"", 16000, 2, 1))  # ends the first request
-        assert (await read_until(holder, "transcript", timeout=60))[-1].type == "transcript"
+    async def write_event(self, event: Event) -> None:
+        await async_write_event(event, self.writer)
+
+    async def read_event(self) -> Event | None:
+        return await async_read_event(self.reader)
+
+
+async def holding(server: Server, source: str, seconds: float) -> RawClient:
+    """A client from `source` that has sent `seconds` of audio of a request it has not ended."""
+    holder = RawClient(*await connect_from(server, source))
+    audio = silence(seconds).audio
+    await holder.write_event(Transcribe().event())
+    await holder.write_event(AudioStart(16000, 2, 1).event())
+    step = 32000 * 2  # 2 s per chunk
+    for start in range(0, len(audio), step):
+        await holder.write_event(AudioChunk(16000, 2, 1, audio=audio[start : start + step]).event())
+    await holder.write_event(Describe().event())  # answered once every chunk before it is in the buffer
+    await read_until(holder, "info", timeout=30)  # type: ignore[arg-type]
+    return holder
+
+
+async def test_the_memory_budget_refuses_new_audio_as_busy_and_is_given_back(bounded: Server) -> None:
+    """One address may hold half the budget: past that its own new audio is refused as busy (Wyoming, a Willow
+    device, an upload), while another address is still served; past the whole budget anyone is refused. Once
+    the requests end, all of it is free again."""
+    first = await holding(bounded, "127.0.0.1", 60)  # 64 s of buffer: 4.1 MB, its address's whole share
+    assert budget_used(bounded) >= 4_000_000
+
+    async with bounded.client() as late:
+        refused = await transcribe(late, silence(10))
+    assert refused.type == "error" and refused.data["code"] == "busy", refused
+    willow = httpx.post(
+        bounded.http_url + "/api/willow",
+        content=silence(15).audio,
+        headers={"x-audio-codec": "pcm", "x-audio-sample-rate": "16000", "x-audio-bits": "16"},
+    )
+    assert willow.status_code == 429, willow.text
+    assert int(willow.headers["Retry-After"]) >= 1
+    upload = httpx.post(
+        bounded.http_url + "/v1/audio/transcriptions",
+        files={"file": ("a.wav", wav_bytes(silence(15)), "audio/wav")},
+        data={"model": "whisper-1"},
+    )
+    assert upload.status_code == 429 and upload.json()["error"]["code"] == "busy", upload.text
+
+    other = RawClient(*await connect_from(bounded, "127.0.0.2"))  # Home Assistant, say: still served
+    heard = await transcribe(other, load_audio(SPOKEN))  # type: ignore[arg-type]
+    assert heard.type == "transcript" and "block books" in heard.data["text"].lower()
+
+    second = await holding(bounded, "127.0.0.2", 60)  # the budget is now all but spent
+    third = RawClient(*await connect_from(bounded, "127.0.0.3"))
+    refused = await transcribe(third, silence(20))  # type: ignore[arg-type]
+    assert refused.type == "error" and refused.data["code"] == "busy", refused
+
+    for holder in (first, second):
+        await send_audio(holder, Pcm(b"", 16000, 2, 1))  # type: ignore[arg-type]  # ends the request
+        assert (await read_until(holder, "transcript", timeout=60))[-1].type == "transcript"  # type: ignore[arg-type]
+    for done in (first, second, other, third):
+        done.writer.close()
     assert budget_used(bounded) == 0
     async with bounded.client() as again:
         heard = await transcribe(again, load_audio(SPOKEN))
@@ -214,10 +242,6 @@ async def test_prompts_names_and_terms_past_their_caps_are_refused(bounded: Serv
 
 
 # -- slots -----------------------------------------------------------------------------------------------------------
-
-
-async def connect_from(server: Server, source: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    return await asyncio.open_connection(server.host, server.port, local_addr=(source, 0))
 
 
 async def test_one_address_cannot_hold_every_connection(bounded: Server) -> None:

@@ -28,6 +28,7 @@ from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, Synthesize
 from .. import metrics
 from ..asr import AsrSession
 from ..audio import AudioFormat, chunks
+from ..budget import client
 from ..core import Core
 from ..errors import BadRequest, Busy, ShuttingDown, Timeout, UnknownProgram, WisError
 from ..scheduler import patience
@@ -126,7 +127,8 @@ class WyomingHandler(AsyncEventHandler):
                 message = event_class.from_event(event)
             except (KeyError, TypeError, ValueError, AttributeError) as err:
                 raise BadRequest(f"Malformed {event.type} event: {err!r}") from err
-            with patience(self.core.settings.wyoming_max_wait):  # also for the tasks a request starts
+            # also for the tasks a request starts
+            with patience(self.core.settings.wyoming_max_wait), client(self.host):
                 await method(self, message)
         except WisError as err:
             self._request(_KINDS[event_class]).failed(err)
