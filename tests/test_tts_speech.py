@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import threading
 import time
@@ -219,6 +220,15 @@ async def test_cache_stays_under_its_size_cap(tmp_path: Path) -> None:
     total = sum(path.stat().st_size for path in tmp_path.glob("*/*.pcm"))
     assert 0 < total <= 100_000
     assert await cache.get("11" + "0" * 62) == bytes(20_000)  # the newest stay
+
+
+def test_raw_phonemes_the_voice_lacks_are_dropped_without_a_log_line_each(
+    joe: PiperEngine, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING):
+        ids = joe._phoneme_ids("[[" + "€" * 200 + "]] Hello.")
+    assert len(ids) == 1 and len(ids[0]) > 10  # Hello
+    assert not caplog.records, caplog.records[:3]
 
 
 def test_voice_sessions_keep_no_plan_per_phrase_length(joe: PiperEngine) -> None:

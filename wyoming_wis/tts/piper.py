@@ -157,9 +157,15 @@ class PiperEngine:
         return [
             self.voice.phonemes_to_ids(part)
             for phonemes in self.voice.phonemize(text)
-            if phonemes
-            for part in split(phonemes, MAX_PHONEMES)
+            if (known := self._known(phonemes))
+            for part in split(known, MAX_PHONEMES)
         ]
+
+    def _known(self, phonemes: list[str]) -> list[str]:
+        """The phonemes the voice has ids for. piper-tts drops the others too, but logs a warning for each:
+        raw phonemes in a text ("[[€€€…]]", which Piper reads in any text) made a log line per character."""
+        known = self.voice.config.phoneme_id_map
+        return [phoneme for phoneme in phonemes if phoneme in known] if known else phonemes
 
     def _feeds(self, speaker_id: int | None, params: SpeechParams) -> dict[str, np.ndarray]:
         """The graph's inputs other than the phonemes."""
