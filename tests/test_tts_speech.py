@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import threading
 import time
@@ -20,6 +21,7 @@ from wyoming_wis.runtime import Runtime
 from wyoming_wis.scheduler import Pace, Scheduler
 from wyoming_wis.tts import PiperEngine, SpeechCache, SpeechParams, SpeechStream
 from wyoming_wis.tts.normalize import normalize
+from wyoming_wis.tts.phrasing import Phrasing
 from wyoming_wis.tts.piper import FIRST_FRAMES, MAX_PIECE
 
 STEADY = SpeechParams(noise_scale=0.0, noise_w=0.0)  # no randomness: lengths can be compared exactly
@@ -111,14 +113,20 @@ async def test_waiting_listeners_go_before_one_already_listening() -> None:
         scheduler.close()
 
 
-def test_short_first_sentence_is_not_split(joe: PiperEngine) -> None:
-    stream = SpeechStream(joe, None, 1000, STEADY)
-    stream.write("Yes, done. Okay, I turned on the kitchen lights, and the fan.")
-    stream.close()
-    phrases = []
-    while (phrase := stream._phrases.get_nowait()) is not None:
-        phrases.append(phrase)
-    assert phrases == ["Yes, done.", "Okay, I turned on the kitchen lights, and the fan."]
+async def test_a_sentence_in_phrases_pauses_only_at_its_end(joe: PiperEngine) -> None:
+    """The first clause goes on its own, and a long sentence in phrases, but `sentence_silence` follows the sentence."""
+    text = "Okay, I turned on the kitchen lights, and set the thermostat to twenty one degrees. Good night."
+    audio = await speak(SpeechStream(joe, None, 1000, STEADY.but(sentence_silence=0.5)), text)
+    samples = np.frombuffer(audio, dtype=np.int16)
+    pause = int(0.5 * joe.format.rate)
+    silent = np.convolve(samples == 0, np.ones(pause, dtype=int), mode="valid") == pause  # 0.5 s of zeros from here
+    starts = np.flatnonzero(silent[1:] & ~silent[:-1]) + 1
+    assert len(starts) == 2 and silent[-1], starts  # after each sentence, the last at the very end
+
+
+def test_short_first_sentence_is_not_split() -> None:
+    phrases = Phrasing("en_US").add("Yes, done. Okay, I turned on the kitchen lights, and the fan.", final=True)
+    assert [phrase.text for phrase in phrases] == ["Yes, done.", "Okay, I turned on the kitchen lights, and the fan."]
 
 
 @pytest.mark.parametrize(
@@ -212,6 +220,15 @@ async def test_cache_stays_under_its_size_cap(tmp_path: Path) -> None:
     total = sum(path.stat().st_size for path in tmp_path.glob("*/*.pcm"))
     assert 0 < total <= 100_000
     assert await cache.get("11" + "0" * 62) == bytes(20_000)  # the newest stay
+
+
+def test_raw_phonemes_the_voice_lacks_are_dropped_without_a_log_line_each(
+    joe: PiperEngine, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING):
+        ids = joe._phoneme_ids("[[" + "€" * 200 + "]] Hello.")
+    assert len(ids) == 1 and len(ids[0]) > 10  # Hello
+    assert not caplog.records, caplog.records[:3]
 
 
 def test_voice_sessions_keep_no_plan_per_phrase_length(joe: PiperEngine) -> None:

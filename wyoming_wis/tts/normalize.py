@@ -39,7 +39,10 @@ _UNITS = {
 }
 _CURRENCIES = {"$": ("dollar", "dollars", "cent", "cents"), "€": ("euro", "euros", "cent", "cents"),
                "£": ("pound", "pounds", "penny", "pence")}  # fmt: skip
-_NUMBER = r"(-?\d+(?:[.,]\d+)?)"
+# Every pattern is linear in its text: a number starts only where a run of digits does, so a run is scanned
+# once and not again from each of its digits (which made 10,000 digits cost seconds, holding the GIL), and
+# what follows a number cannot start with a digit, so giving digits back fails at once.
+_NUMBER = r"(?<!\d)(-?\d+(?:[.,]\d+)?)"
 _TEMPERATURE = re.compile(_NUMBER + r"\s?°\s?([CF])\b")
 _DEGREES = re.compile(_NUMBER + r"\s?°")
 _MONEY = re.compile(r"([$€£])\s?(\d+)(?:\.(\d{2}))?\b")

@@ -11,7 +11,9 @@ two (onnx.utils.Extractor), latents first, then the decoder on pieces of at most
 listener is waiting for, the first piece is short. The decoder is a stack of
 convolutions that sees about a dozen frames either side, so each piece is
 decoded with CONTEXT_FRAMES of its neighbours and trimmed: the pieces join into
-the same samples as one whole decode, without a seam (tested).
+the same samples as one whole decode, without a seam (tested). A sentence of
+more than MAX_PHONEMES is made in parts, cut after a clause or a word, so no
+length of sentence (or of number: "9,999,999" is 78 phonemes) costs more memory.
 """
 
 from __future__ import annotations
@@ -37,12 +39,20 @@ from ..errors import UnknownSpeaker
 from ..runtime import Runtime
 from ..scheduler import Pace, Scheduler
 from .params import SpeechParams
+from .phrasing import split
 
 _LOGGER = logging.getLogger(__name__)
 
 FIRST_FRAMES = 24  # the first piece a waiting listener hears: about 0.28 s at 22.05 kHz
 CONTEXT_FRAMES = 12  # what the decoder sees either side of a frame (10 already joins within 1/32767)
 MAX_PIECE = 256  # frames (3 s of sound): one worker decodes that in about a quarter of a second
+# Phonemes the graph before the decoder takes at once. Its attention holds (phonemes)² numbers, and
+# onnxruntime's arena keeps what a session's largest run took: one sentence of 4,724 phonemes took 5.7 GB
+# and kept it. Peak over a fresh voice (joe-medium, 2 threads): 113 phonemes +15 MB, 330 +34 MB, 442 +56 MB,
+# 595 +108 MB, 811 +206 MB, 1,182 +339 MB, 2,365 +1,186 MB. Within 400 (20 s of speech, longer than
+# sentences are spoken) a server keeps about 90 MB after its first long sentence and no more after the next
+# ones; without the arena it kept nothing once trimmed, but peaked 3 times higher and ran 15-25 % slower.
+MAX_PHONEMES = 400
 DECODER = "/dec/"  # where torch.onnx.export puts the VITS decoder's nodes
 LOUDNESS_TEXTS = ("Okay, the kitchen lights are on.", "It is twenty one degrees.", "Sorry, I did not get that.")
 
@@ -143,7 +153,19 @@ class PiperEngine:
     # -- blocking steps, for the scheduler's threads -------------------------
 
     def _phoneme_ids(self, text: str) -> list[list[int]]:
-        return [self.voice.phonemes_to_ids(phonemes) for phonemes in self.voice.phonemize(text) if phonemes]
+        """Each sentence espeak finds, in parts of at most MAX_PHONEMES, cut where a speaker would pause."""
+        return [
+            self.voice.phonemes_to_ids(part)
+            for phonemes in self.voice.phonemize(text)
+            if (known := self._known(phonemes))
+            for part in split(known, MAX_PHONEMES)
+        ]
+
+    def _known(self, phonemes: list[str]) -> list[str]:
+        """The phonemes the voice has ids for. piper-tts drops the others too, but logs a warning for each:
+        raw phonemes in a text ("[[€€€…]]", which Piper reads in any text) made a log line per character."""
+        known = self.voice.config.phoneme_id_map
+        return [phoneme for phoneme in phonemes if phoneme in known] if known else phonemes
 
     def _feeds(self, speaker_id: int | None, params: SpeechParams) -> dict[str, np.ndarray]:
         """The graph's inputs other than the phonemes."""

@@ -8,32 +8,29 @@ is spoken as soon as it is written, while the rest of the sentence is still
 coming, because a listener waits for the first sound and not for the last.
 Engines hand each phrase back in pieces as they make it, and the stream's
 `Pace` (audio sent so far) tells them how urgently the next piece is needed.
+
+Text is cut into phrases (phrasing.py) in a worker thread, a batch of written
+text at a time and in order, so `write` only counts and queues: however the
+text comes, the event loop does no work that grows with it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Protocol
 
-from sentence_stream import SentenceBoundaryDetector
-
 from .. import metrics
 from ..audio import AudioFormat
 from ..errors import EmptyText, TextTooLong
 from ..scheduler import Pace
 from .cache import SpeechCache, cache_key
-from .normalize import normalize
 from .params import SpeechParams
+from .phrasing import Phrase, Phrasing, refuse_unspeakable
 
-# A clause of at least 4 words ending in , ; : or a dash, followed by more text.
-_FIRST_CLAUSE = re.compile(r"^\s*((?:\S+\s+){3,}?\S*[,;:\u2013\u2014])\s+(?=\S)")
-_SENTENCE_END = re.compile(r"[.!?\u3002](?:\s|$)")
-_SAYABLE = re.compile(r"[^\W_]")  # a letter or digit, in any script
 AHEAD = 2  # phrases in the making at once: the one being sent and the next
 URGENT = 0.3  # seconds of audio left to play below which a phrase is needed at once
 
@@ -118,29 +115,31 @@ class SpeechStream:
         self._max_chars = max_chars
         self._chars = 0
         self._said = False  # a phrase with something to say was found
-        self._head: str | None = ""  # text before the first phrase is out; None once it is
-        self._detector = SentenceBoundaryDetector()
-        self._phrases: asyncio.Queue[str | None] = asyncio.Queue()
+        self._phrasing = Phrasing(language or voice.languages[0])
+        self._written: list[str] = []  # text not yet taken to be cut into phrases
+        self._closed = False
+        self._more = asyncio.Event()  # text was written, or the stream closed
+        self._phrases: asyncio.Queue[Phrase | BaseException | None] = asyncio.Queue()
 
     def write(self, text: str) -> None:
-        """Add text; raises TextTooLong once the stream passes the limit."""
-        if self.text_at is None and text.strip():
-            self.text_at = time.perf_counter()
+        """Add text; raises TextTooLong once the stream passes the limit, BadRequest for what is not text.
+
+        Cheap, on the event loop: the text is cut into phrases in a worker thread.
+        """
         self._chars += len(text)
         if self._chars > self._max_chars:
             raise TextTooLong(f"Text is longer than the limit of {self._max_chars} characters")
-        if self._head is not None:
-            text = self._first_phrase(self._head + text)
-        for sentence in self._detector.add_chunk(text):
-            self._put(sentence)
+        refuse_unspeakable(text)
+        if self.text_at is None and text.strip():
+            self.text_at = time.perf_counter()
+        if text:
+            self._written.append(text)
+            self._more.set()
 
     def close(self) -> None:
         """No more text: what is left becomes the last sentence, whether or not it ends in a full stop."""
-        for sentence in self._detector.add_chunk(self._head or ""):
-            self._put(sentence)
-        self._head = None
-        self._put(self._detector.finish())
-        self._phrases.put_nowait(None)
+        self._closed = True
+        self._more.set()
 
     async def __aiter__(self) -> AsyncIterator[Piece]:
         """PCM, phrase by phrase in order, each in pieces as soon as they are made.
@@ -150,6 +149,7 @@ class SpeechStream:
         Raises EmptyText, before any audio, if the text had nothing to say: never a reply of silence.
         """
         making: deque[_Making] = deque()
+        reading = asyncio.ensure_future(self._read())
         ended = False
         try:
             while True:
@@ -157,6 +157,8 @@ class SpeechStream:
                     if making and (self._phrases.empty() or not making[-1].begun):
                         break  # no new text yet, or the listener still waits for the phrase before
                     phrase = await self._phrases.get()
+                    if isinstance(phrase, BaseException):
+                        raise phrase
                     if phrase is None:
                         ended = True
                     else:  # the listener waits for it if nothing is ahead and little is left to play
@@ -175,23 +177,42 @@ class SpeechStream:
                     self.pace.seconds += self.format.seconds(len(audio))
                     yield Piece(audio)
         finally:
+            reading.cancel()
             for made in making:
                 made.task.cancel()
 
-    async def _speak(self, phrase: str, urgent: bool) -> AsyncIterator[bytes]:
+    async def _read(self) -> None:
+        """Cut the written text into phrases, all that is written at a time, in a worker thread; None ends them."""
+        try:
+            while True:
+                await self._more.wait()
+                self._more.clear()
+                text, closed, self._written = "".join(self._written), self._closed, []
+                for phrase in await asyncio.to_thread(self._phrasing.add, text, closed):
+                    self._said = True
+                    self._phrases.put_nowait(phrase)
+                if closed:
+                    self._phrases.put_nowait(None)
+                    return
+        except Exception as err:  # raised in order, after the phrases before it
+            self._phrases.put_nowait(err)
+
+    async def _speak(self, phrase: Phrase, urgent: bool) -> AsyncIterator[bytes]:
+        # Within a sentence there is no pause between phrases: the listener hears one sentence.
+        params = self.params if phrase.ends_sentence else self.params.but(sentence_silence=0.0)
         if self.cache is None:
             metrics.cache_lookup("bypass")
-            async for audio in self._engine_stream(phrase, urgent):
+            async for audio in self._engine_stream(phrase.text, params, urgent):
                 yield audio
             return
         key = cache_key(
             engine=type(self.voice).__name__,
             voice=self.voice.identity,
             speaker=self._speaker_id,
-            params=self.params,
+            params=params,
             format=self.format,
             language=self.language,
-            text=phrase,
+            text=phrase.text,
         )
         audio = await self.cache.get(key)
         if audio is not None:
@@ -201,30 +222,10 @@ class SpeechStream:
             return
         metrics.cache_lookup("miss")
         pieces = []
-        async for audio in self._engine_stream(phrase, urgent):
+        async for audio in self._engine_stream(phrase.text, params, urgent):
             pieces.append(audio)
             yield audio
         await self.cache.put(key, b"".join(pieces))
 
-    def _engine_stream(self, phrase: str, urgent: bool) -> AsyncIterator[bytes]:
-        return self.voice.stream(phrase, self._speaker, self.params, self.pace, urgent, self.language)
-
-    def _first_phrase(self, head: str) -> str:
-        """Send the first clause on its own once it is written; returns the text for the sentence detector."""
-        clause, end = _FIRST_CLAUSE.match(head), _SENTENCE_END.search(head)
-        if end is not None and (clause is None or end.start() < clause.end(1)):
-            self._head = None  # a short first sentence: sentences as usual
-            return head
-        if clause is not None:
-            self._head = None
-            self._put(clause.group(1))
-            return head[clause.end() :]
-        self._head = head
-        return ""
-
-    def _put(self, sentence: str) -> None:
-        """Queue a sentence, a phrase per line (a list, an address), skipping those with nothing to say."""
-        for phrase in sentence.splitlines():
-            if _SAYABLE.search(phrase):  # not only spaces, punctuation or emoji
-                self._said = True
-                self._phrases.put_nowait(normalize(phrase.strip(), self.language or self.voice.languages[0]))
+    def _engine_stream(self, text: str, params: SpeechParams, urgent: bool) -> AsyncIterator[bytes]:
+        return self.voice.stream(text, self._speaker, params, self.pace, urgent, self.language)
