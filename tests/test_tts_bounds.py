@@ -30,7 +30,7 @@ from wyoming_wis.tts.phrasing import MAX_PHRASE_CHARS, Phrasing, refuse_unspeaka
 
 WORDS = "the kitchen lights are on and the front door is locked while the garden sprinklers run".split()
 EXTRA_RSS_MB = 400  # what one long sentence may add to the server's resident memory at its peak
-KEPT_RSS_MB = 150  # and what may stay afterwards: onnxruntime keeps the arena one longest phrase needed
+KEPT_RSS_MB = 50  # and what may stay once freed memory is trimmed (7-17 MB; onnxruntime's arena kept 235 MB)
 DESCRIBE_SECONDS = 1.0  # Home Assistant gives up on a describe after 1 s
 
 
