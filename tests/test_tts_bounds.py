@@ -226,7 +226,7 @@ def speech(server: Server, text: str) -> float:
 
 @pytest.mark.parametrize(
     ("text", "least_seconds"),
-    [(words(4096), 40), (("9,999,999 " * 205)[:2048], 40)],
+    [(words(4096), 80), (("9,999,999 " * 205)[:2048], 200)],  # 100 s and 255 s of speech, even at speed 4
     ids=["4096-character-sentence", "2048-characters-of-numbers"],
 )
 def test_one_long_sentence_takes_bounded_memory_and_gives_it_back(
@@ -236,7 +236,7 @@ def test_one_long_sentence_takes_bounded_memory_and_gives_it_back(
     before = server.rss_mb()
     with Rss(server) as rss:
         heard = speech(server, text)
-    assert heard > least_seconds, heard  # all of it: at 4 times the speed, about a minute
+    assert heard > least_seconds, heard  # all of it
     assert rss.peak - before < EXTRA_RSS_MB, (before, rss.peak)
     deadline = time.monotonic() + 45  # freed memory is handed back every 30 s (wyoming_wis/memory.py)
     while server.rss_mb() - before > KEPT_RSS_MB:
