@@ -30,7 +30,7 @@ from wyoming_wis.tts.phrasing import MAX_PHRASE_CHARS, Phrasing, refuse_unspeaka
 
 WORDS = "the kitchen lights are on and the front door is locked while the garden sprinklers run".split()
 EXTRA_RSS_MB = 400  # what one long sentence may add to the server's resident memory at its peak
-KEPT_RSS_MB = 150  # and what may stay afterwards: onnxruntime keeps the arena one longest phrase needed
+KEPT_RSS_MB = 50  # and what may stay once freed memory is trimmed (7-17 MB; onnxruntime's arena kept 235 MB)
 DESCRIBE_SECONDS = 1.0  # Home Assistant gives up on a describe after 1 s
 
 
@@ -226,7 +226,7 @@ def speech(server: Server, text: str) -> float:
 
 @pytest.mark.parametrize(
     ("text", "least_seconds"),
-    [(words(4096), 40), (("9,999,999 " * 205)[:2048], 40)],
+    [(words(4096), 80), (("9,999,999 " * 205)[:2048], 200)],  # 100 s and 255 s of speech, even at speed 4
     ids=["4096-character-sentence", "2048-characters-of-numbers"],
 )
 def test_one_long_sentence_takes_bounded_memory_and_gives_it_back(
@@ -236,7 +236,7 @@ def test_one_long_sentence_takes_bounded_memory_and_gives_it_back(
     before = server.rss_mb()
     with Rss(server) as rss:
         heard = speech(server, text)
-    assert heard > least_seconds, heard  # all of it: at 4 times the speed, about a minute
+    assert heard > least_seconds, heard  # all of it
     assert rss.peak - before < EXTRA_RSS_MB, (before, rss.peak)
     deadline = time.monotonic() + 45  # freed memory is handed back every 30 s (wyoming_wis/memory.py)
     while server.rss_mb() - before > KEPT_RSS_MB:

@@ -237,3 +237,5 @@ def test_voice_sessions_keep_no_plan_per_phrase_length(joe: PiperEngine) -> None
     parts = [joe._front] + ([joe._decoder] if joe._decoder is not None else [])
     sessions = [session for part in parts for session in (part.alone, part.shared)]
     assert sessions and all(not s.get_session_options().enable_mem_pattern for s in sessions)
+    # nor an arena, which keeps the most a session ever took (235 MB after one long sentence)
+    assert all(not s.get_session_options().enable_cpu_mem_arena for s in sessions)

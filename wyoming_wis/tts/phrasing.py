@@ -12,9 +12,9 @@ backtracks over a run (of digits, dots, spaces, asterisks): the work runs in wor
 regular expression holds the GIL, so a slow one would stall every other client all the same.
 sentence-stream's detector, used before, rescanned its whole buffer on every chunk and backtracked over
 runs of dots and asterisks: 4,000 dots written a character at a time took it 1.9 s, and it grew as n².
-Its rules are kept: a sentence ends at . ! ? … followed by a space and a capital (or a numbered list
-item), at a Chinese full stop or an ellipsis, or at a blank line; not after what looks like an abbreviation ("Dr.");
-*emphasis* loses its asterisks.
+Its rules are kept: a sentence ends at . ! ? followed by a space and a capital (or a numbered list
+item), at a Chinese full stop or an ellipsis, or at a blank line; not after what looks like an
+abbreviation ("Dr."); *emphasis* loses its asterisks.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from .normalize import normalize
 # phonemes, which text can multiply ("9,999,999" is 78 of them), so it bounds those too (piper.MAX_PHONEMES);
 # 300 characters of English are about 350 phonemes, so ordinary text is cut here, where the words are.
 MAX_PHRASE_CHARS = 300
+Units = TypeVar("Units", str, list[str])  # what split() cuts: text, or Piper's phonemes
 CLAUSE_MARKS = frozenset(",;:\u2013\u2014")  # and a hyphen between spaces
 _ZH_ENDS = "\u3002\uff01\uff1f"
 # Each alternative starts where the one before could not, and nothing after a run is required, so a run is
@@ -53,7 +54,6 @@ _SAYABLE = re.compile(r"[^\W_]")  # a letter or digit, in any script
 _EMPHASIS = re.compile(r"(?<!\*)\*+([^*]+)\*+")
 _LINE_STARS = re.compile(r"^[ \t]*\*+", re.MULTILINE)
 # Other C0 controls (and DEL) are layout at best: a space. NUL is refused before this (refuse_unspeakable).
-Units = TypeVar("Units", str, list[str])
 _CONTROLS = {code: " " for code in [*range(32), 127] if chr(code) not in "\t\n\r"}
 
 

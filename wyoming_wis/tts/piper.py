@@ -46,12 +46,10 @@ _LOGGER = logging.getLogger(__name__)
 FIRST_FRAMES = 24  # the first piece a waiting listener hears: about 0.28 s at 22.05 kHz
 CONTEXT_FRAMES = 12  # what the decoder sees either side of a frame (10 already joins within 1/32767)
 MAX_PIECE = 256  # frames (3 s of sound): one worker decodes that in about a quarter of a second
-# Phonemes the graph before the decoder takes at once. Its attention holds (phonemes)² numbers, and
-# onnxruntime's arena keeps what a session's largest run took: one sentence of 4,724 phonemes took 5.7 GB
-# and kept it. Peak over a fresh voice (joe-medium, 2 threads): 113 phonemes +15 MB, 330 +34 MB, 442 +56 MB,
-# 595 +108 MB, 811 +206 MB, 1,182 +339 MB, 2,365 +1,186 MB. Within 400 (20 s of speech, longer than
-# sentences are spoken) a server keeps about 90 MB after its first long sentence and no more after the next
-# ones; without the arena it kept nothing once trimmed, but peaked 3 times higher and ran 15-25 % slower.
+# Phonemes the graph before the decoder takes at once. Its attention holds (phonemes)² numbers: one
+# sentence of 4,724 phonemes took 5.7 GB. Peak over a fresh voice (joe-medium, 2 threads): 113 phonemes
+# +15 MB, 330 +34 MB, 442 +56 MB, 595 +108 MB, 811 +206 MB, 1,182 +339 MB, 2,365 +1,186 MB. 400 phonemes
+# is 20 s of speech, longer than sentences are spoken.
 MAX_PHONEMES = 400
 DECODER = "/dec/"  # where torch.onnx.export puts the VITS decoder's nodes
 LOUDNESS_TEXTS = ("Okay, the kitchen lights are on.", "It is twenty one degrees.", "Sorry, I did not get that.")
@@ -290,6 +288,11 @@ def _session_options(threads: int) -> onnxruntime.SessionOptions:
     # Memory patterns are planned and kept per input shape, and every phrase has its own length: with them on,
     # a busy server's memory grew by 250 MiB in 600 phrases and kept growing; off, it levels out, as fast.
     options.enable_mem_pattern = False
+    # onnxruntime's arena keeps the most a session ever took, and a voice has four: after one long sentence
+    # a server kept 235 MB more, for good. Without it, memory goes back (7-17 MB more once trimmed), the
+    # server idles 55 MB smaller and peaks no higher, and it speaks about as fast (2,048 characters of
+    # numbers: 17.0-20.0 s against 17.5-17.9 s; 4,096 of words: 8.1-9.1 s against 7.9 s).
+    options.enable_cpu_mem_arena = False
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")  # idle threads would steal cores
     return options
 
