@@ -27,6 +27,7 @@ from wyoming_wis.asr.engine import Transcript
 from wyoming_wis.audio import AmrWbDecoder, AudioFormat, write_wav
 from wyoming_wis.core import MAX_BEAM_SIZE
 from wyoming_wis.errors import UnsupportedAudioFormat
+from wyoming_wis.scheduler import patience
 
 from . import fields
 from .errors import ApiError, bad_field
@@ -81,7 +82,8 @@ async def willow(request: web.Request) -> web.Response:
                 if data := pcm.take(chunk):
                     await session.feed(data, audio_format)
         received = time.perf_counter()
-        transcript = await session.finish()
+        with patience(core_of(request).settings.willow_max_wait):  # the device waits from the end of its audio
+            transcript = await session.finish()
     finally:
         session.close()
     metrics.transcribed("http", session.engine.name, transcript.duration, received)

@@ -35,19 +35,19 @@ from . import metrics
 from .errors import Busy
 
 T = TypeVar("T")
-_PATIENCE: ContextVar[float | None] = ContextVar("patience", default=None)
+_GIVES_UP: ContextVar[float | None] = ContextVar("gives_up", default=None)  # time.monotonic() the client leaves
 _SMOOTHING = 0.2  # weight of the latest call in the running mean of call times
 
 
 @contextmanager
 def patience(seconds: float | None) -> Iterator[None]:
-    """Calls made inside (and in tasks started inside) are for a client that waits at most `seconds` for one
-    to start."""
-    token = _PATIENCE.set(seconds)
+    """Calls made inside (and in tasks started inside) are for a client that gives up `seconds` from now,
+    whatever stages (scoring speech, decoding it) its answer passes through."""
+    token = _GIVES_UP.set(None if seconds is None else time.monotonic() + seconds)
     try:
         yield
     finally:
-        _PATIENCE.reset(token)
+        _GIVES_UP.reset(token)
 
 
 @dataclass
@@ -148,16 +148,17 @@ class Scheduler:
         """Raise Busy unless a new call can be answered before its client gives up; returns the latest it may start."""
         if self._pending >= self.capacity:
             self._refuse(f"{self._pending} requests are running or waiting", self._wait(deadline))
-        waits = _PATIENCE.get()
-        if waits is None:
+        gives_up = _GIVES_UP.get()
+        if gives_up is None:
             return math.inf
         wait = self._wait(deadline)
-        if wait and wait + self._mean > waits:  # with a queue ahead, the answer must come before the client leaves
+        if wait and now + wait + self._mean > gives_up:  # with a queue ahead, answer before the client leaves
             self._refuse(
-                f"a new request would be answered in about {wait + self._mean:.1f} s; its client waits {waits:g} s",
+                f"a new request would be answered in about {wait + self._mean:.1f} s, after its client gives up "
+                f"(in {max(0.0, gives_up - now):.1f} s)",
                 wait,
             )
-        return now + waits
+        return gives_up
 
     def _wait(self, deadline: float) -> float:
         """Seconds a call queued now with this deadline would wait: the calls ahead times the recent time per call."""

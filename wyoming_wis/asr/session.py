@@ -19,6 +19,7 @@ is not a speaker: it is decoded once, at the end.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import dataclasses
 import logging
 import re
@@ -106,7 +107,8 @@ class AsrSession:
         if self._first_audio is None:
             self._first_audio = time.monotonic()
         if self._on_text is not None and self._follower is None:
-            self._follower = asyncio.create_task(self._follow())
+            # work ahead of need: no client deadline of the request that started it applies
+            self._follower = contextvars.Context().run(asyncio.create_task, self._follow())
         self._arrived.set()
 
     async def finish(self) -> Transcript:
