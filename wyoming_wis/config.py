@@ -437,15 +437,17 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "--wyoming-max-wait",
-        "Longest a Wyoming request may wait for a model before it starts; one that cannot start sooner is refused "
-        "at once with 'busy', since its client (a satellite, Home Assistant) will have given up by then.",
+        "Longest a Wyoming client waits for its answer, from its audio-stop or synthesize: with a queue ahead, a "
+        "request that could not be answered sooner is refused at once with 'busy', and one that waited that long "
+        "is dropped, since its client (a satellite, Home Assistant) will have given up.",
         default=15.0,
         type=_positive_float,
         metavar="SECONDS",
     ),
     Option(
         "--willow-max-wait",
-        "As --wyoming-max-wait, for Willow devices (/api/willow, /api/tts), which give up after 10 s.",
+        "As --wyoming-max-wait, for Willow devices (/api/willow from the end of its audio, /api/tts), which give "
+        "up after 10 s.",
         default=10.0,
         type=_positive_float,
         metavar="SECONDS",
