@@ -100,6 +100,7 @@ async def _patience(
     request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
 ) -> web.StreamResponse:
     waits = request.app[PATIENCE]["willow" if request.path in WILLOW_ROUTES else "http"]
+    cap_send_buffer(request.transport)  # once per request, not per write
     with patience(waits), client(request.remote or "local"):  # the client's buffers count against its share
         return await handler(request)
 
@@ -125,7 +126,6 @@ async def send(request: web.Request, response: web.StreamResponse, data: bytes |
     the answer takes: a device that plays speech as it comes reads it at its own pace.
     """
     seconds = request.app[SEND_TIMEOUT]
-    cap_send_buffer(request.transport)
     try:
         async with asyncio.timeout(seconds):
             await (response.write_eof() if data is None else response.write(data))

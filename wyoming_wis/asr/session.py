@@ -223,15 +223,14 @@ class AsrSession:
         if self._samples == 0 and samples.dtype == np.float32 and samples.flags.owndata and samples.flags.writeable:
             self.hold.set(samples.nbytes)  # a decoded file: kept as it is, not copied
             self._buffer = samples
-        elif end > len(self._buffer):
-            most = int(self.max_seconds * WHISPER_RATE) + WHISPER_RATE  # a resampler may add a few samples
-            size = max(end, min(max(2 * len(self._buffer), WHISPER_RATE), most))
-            self.hold.set(size * 4)
-            grown = np.zeros(size, dtype=np.float32)
-            grown[: self._samples] = self._buffer[: self._samples]
-            self._buffer = grown
-            self._buffer[self._samples : end] = samples
         else:
+            if end > len(self._buffer):
+                most = int(self.max_seconds * WHISPER_RATE) + WHISPER_RATE  # a resampler may add a few samples
+                size = max(end, min(max(2 * len(self._buffer), WHISPER_RATE), most))
+                self.hold.set(size * 4)
+                grown = np.zeros(size, dtype=np.float32)
+                grown[: self._samples] = self._buffer[: self._samples]
+                self._buffer = grown
             self._buffer[self._samples : end] = samples
         self._samples = end
 
