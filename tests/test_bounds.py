@@ -353,3 +353,65 @@ async def test_scheduler_drops_a_call_that_waited_longer_than_its_client() -> No
         assert ran == []
     finally:
         scheduler.close()
+
+
+async def test_scheduler_drops_a_call_that_would_end_after_its_client_leaves() -> None:
+    """Admitted while the queue looked short, a call that a worker reaches too late to finish in time is dropped
+    rather than started: its client would have left before the answer."""
+    scheduler = Scheduler("test", workers=1, queue_size=8)
+    release, ran = threading.Event(), []
+    try:
+        await scheduler.run(time.sleep, 0.3)  # a call takes about 0.3 s, so a cautious 0.6 s
+        blocking = asyncio.ensure_future(scheduler.run(release.wait, 10))
+        await asyncio.sleep(0.05)
+        with patience(2.0):  # answered in about 1.2 s, cautiously: admitted
+            late = asyncio.ensure_future(scheduler.run(ran.append, "late"))
+        await asyncio.sleep(1.6)  # the worker is free only 0.4 s before the client leaves
+        release.set()
+        with pytest.raises(Busy):
+            await late
+        await blocking
+        assert ran == []
+    finally:
+        release.set()
+        scheduler.close()
+
+
+async def test_scheduler_answers_a_late_call_whose_work_another_call_has_done() -> None:
+    """Whisper's batches decode other requests' pieces: a call with nothing left to do is answered however late."""
+    scheduler = Scheduler("test", workers=1, queue_size=8)
+    release, left = threading.Event(), [1.0]
+    try:
+        blocking = asyncio.ensure_future(scheduler.run(release.wait, 10))
+        await asyncio.sleep(0.05)
+        with patience(0.1):
+            done = asyncio.ensure_future(scheduler.run(lambda: "decoded by another", cost=lambda: left[0]))
+        await asyncio.sleep(0.05)
+        left[0] = 0.0  # the running call took its work along
+        await asyncio.sleep(0.2)
+        release.set()
+        assert await done == "decoded by another"
+        await blocking
+    finally:
+        release.set()
+        scheduler.close()
+
+
+async def test_scheduler_answers_the_client_that_gives_up_first_first() -> None:
+    """A Willow device (10 s) queued behind an HTTP client (30 s) goes first: both can then be answered in time."""
+    scheduler = Scheduler("test", workers=1, queue_size=8)
+    release, order = threading.Event(), []
+    try:
+        blocking = asyncio.ensure_future(scheduler.run(release.wait, 10))
+        await asyncio.sleep(0.05)
+        with patience(30.0):
+            patient = asyncio.ensure_future(scheduler.run(order.append, "patient"))
+        with patience(10.0):
+            hurried = asyncio.ensure_future(scheduler.run(order.append, "hurried"))
+        await asyncio.sleep(0.05)
+        release.set()
+        await asyncio.gather(blocking, patient, hurried)
+        assert order == ["hurried", "patient"]
+    finally:
+        release.set()
+        scheduler.close()

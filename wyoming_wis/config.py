@@ -438,8 +438,8 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "--wyoming-max-wait",
         "Longest a Wyoming client waits for its answer, from its audio-stop or synthesize: with a queue ahead, a "
-        "request that could not be answered sooner is refused at once with 'busy', and one that waited that long "
-        "is dropped, since its client (a satellite, Home Assistant) will have given up.",
+        "request that could not be answered sooner is refused at once with 'busy', and one that a worker reaches too "
+        "late to finish in time is dropped, since its client (a satellite, Home Assistant) will have given up.",
         default=15.0,
         type=_positive_float,
         metavar="SECONDS",

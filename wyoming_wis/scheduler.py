@@ -4,16 +4,19 @@ Each engine owns one Scheduler. At most `workers` calls run at once; up to
 `queue_size` more wait. Past that, `run` raises `Busy` at once, so overload is a
 clear answer to the client rather than a backlog that grows without end.
 
-Waiting calls start in order of their deadline: by default the moment they were
-submitted (first come, first served), or, for speech, the moment a listener's
-playback would run dry (see `Pace`). A reply that has not started yet then goes
-before the third sentence of a reply that is already playing.
+Waiting calls start in order of their deadline: the moment their client gives up
+(see below; earliest deadline first), else the moment they were submitted, or, for
+speech, the moment a listener's playback would run dry (see `Pace`). So a Willow
+device, which waits 10 s, goes before an HTTP client queued a little earlier that
+waits 30 s, and a reply that has not started yet goes before the third sentence of
+a reply that is already playing.
 
 A client gives up after a while (a Willow device after 10 s), and work done after
 that is wasted and delays everyone behind it. So each frontend says how long its
 clients wait (`patience`): a call that would not be answered within that, by the
-queue ahead of it and the recent time per call, is refused as busy at once, and one
-that waited too long anyway is dropped rather than run.
+work queued ahead of it and how long recent calls took (with a margin for how much
+they varied), is refused as busy at once, and one that would end too late anyway
+when a worker is free is dropped rather than run.
 """
 
 from __future__ import annotations
@@ -36,7 +39,8 @@ from .errors import Busy
 
 T = TypeVar("T")
 _GIVES_UP: ContextVar[float | None] = ContextVar("gives_up", default=None)  # time.monotonic() the client leaves
-_SMOOTHING = 0.2  # weight of the latest call in the running mean of call times
+_SMOOTHING = 0.2  # weight of the latest call in the running estimates of call times
+_CAUTION = 2.0  # deviations above the mean a cautious estimate allows for
 
 
 @contextmanager
@@ -73,6 +77,44 @@ class Pace:
         return self.deadline - time.monotonic()
 
 
+@dataclass
+class _Estimate:
+    """A running mean and mean deviation of a time, and a cautious figure from both (as TCP times its
+    retransmissions, RFC 6298): calls on a shared CPU vary, and an estimate that is right only on average
+    lets every other client past its deadline."""
+
+    mean: float = 0.0
+    deviation: float = 0.0
+    samples: int = 0
+
+    def add(self, sample: float) -> None:
+        if not self.samples:
+            self.mean, self.deviation = sample, sample / 2
+        else:
+            self.deviation += _SMOOTHING * (abs(sample - self.mean) - self.deviation)
+            self.mean += _SMOOTHING * (sample - self.mean)
+        self.samples += 1
+
+    @property
+    def cautious(self) -> float:
+        return self.mean + _CAUTION * self.deviation
+
+
+@dataclass(order=True)
+class _Call:
+    """A call in the queue; ordered by deadline, then by when it came."""
+
+    deadline: float
+    order: int
+    left: Callable[[], float] = field(compare=False)  # its cost still to pay (another call may pay part of it)
+    ahead: float = field(compare=False)  # cost of the calls running or queued ahead of it when it came
+    cost: float = field(compare=False)  # its own cost when it came
+    queued: float = field(compare=False)  # time.perf_counter() when it came
+    latest: float = field(compare=False)  # time.monotonic() after which it is dropped unstarted
+    future: Future[Any] = field(compare=False)
+    call: Callable[[], Any] = field(compare=False)
+
+
 class Scheduler:
     def __init__(self, name: str, workers: int, queue_size: int, *, engine: str = "", model: str = "") -> None:
         """`engine` (whisper, vad, piper, xtts) and `model` label its metrics; by default the name is the engine."""
@@ -82,10 +124,12 @@ class Scheduler:
         self.workers = workers
         self.capacity = workers + queue_size
         self._pending = 0  # running + waiting; only touched on the event loop thread
-        self._running = 0  # calls in worker threads; changed under `_ready`
-        self._mean = 0.0  # recent seconds per call, for how long a new call would wait
-        # (deadline, order, when queued, latest start (monotonic) or inf, future, call)
-        self._waiting: list[tuple[float, int, float, float, Future[Any], Callable[[], Any]]] = []
+        self._running: list[_Call] = []  # calls in worker threads; changed under `_ready`
+        # Learnt from calls that ended: seconds per unit of cost from coming to done (queue included), and
+        # seconds a call runs.
+        self._through = _Estimate()
+        self._run = _Estimate()
+        self._waiting: list[_Call] = []  # a heap
         self._order = itertools.count()
         self._ready = threading.Condition()
         self._closed = False
@@ -111,60 +155,85 @@ class Scheduler:
     @property
     def running(self) -> int:
         """Calls running in worker threads."""
-        return self._running
+        return len(self._running)
 
     @property
     def closed(self) -> bool:
         return self._closed
 
-    async def run(self, func: Callable[..., T], *args: Any, pace: Pace | None = None, at: float | None = None) -> T:
+    async def run(
+        self,
+        func: Callable[..., T],
+        *args: Any,
+        pace: Pace | None = None,
+        at: float | None = None,
+        cost: float | Callable[[], float] = 1.0,
+    ) -> T:
         """Run `func(*args)` in a worker thread and return its result.
 
         With `pace`, the call is queued by when the listener will need its output:
         `at` seconds into their audio (by default, where they are now).
+        `cost` is the call's size in the engine's own unit (Whisper: seconds of audio), for how long it and
+        the calls behind it will take; a function gives what is left of it, where other calls may do part of
+        its work (Whisper's batches).
         If the caller is cancelled while the call waits, the call is dropped;
         once running it finishes in its thread, and its slot is freed only then.
         """
         now = time.monotonic()
-        deadline = now if pace is None else pace.started + (pace.seconds if at is None else at)
-        latest = math.inf  # a call of a reply already playing runs however late: never cut a reply halfway
-        if pace is None or not pace.admitted:
-            latest = self._admit(deadline, now)
+        gives_up = _GIVES_UP.get()
         if pace is not None:
-            pace.admitted = True
+            deadline = pace.started + (pace.seconds if at is None else at)
+        else:
+            deadline = now if gives_up is None else gives_up
         loop = asyncio.get_running_loop()
         future: Future[T] = Future()
         with self._ready:
             if self._closed:
                 raise RuntimeError(f"{self.name} has shut down")
-            item = (deadline, next(self._order), time.perf_counter(), latest, future, lambda: func(*args))
-            heapq.heappush(self._waiting, item)
+            left = cost if callable(cost) else lambda: cost
+            size = left()
+            calls, ahead = self._ahead(deadline)
+            latest = math.inf  # a call of a reply already playing runs however late: never cut a reply halfway
+            if pace is None or not pace.admitted:
+                latest = self._admit(calls, ahead, size, now, gives_up)
+            call = _Call(
+                deadline, next(self._order), left, ahead, size, time.perf_counter(), latest, future, lambda: func(*args)
+            )
+            heapq.heappush(self._waiting, call)
             self._ready.notify()
+        if pace is not None:
+            pace.admitted = True
         self._pending += 1
         future.add_done_callback(lambda _: _call_soon(loop, self._release))
         return await asyncio.wrap_future(future)
 
-    def _admit(self, deadline: float, now: float) -> float:
-        """Raise Busy unless a new call can be answered before its client gives up; returns the latest it may start."""
-        if self._pending >= self.capacity:
-            self._refuse(f"{self._pending} requests are running or waiting", self._wait(deadline))
-        gives_up = _GIVES_UP.get()
-        if gives_up is None:
-            return math.inf
-        wait = self._wait(deadline)
-        if wait and now + wait + self._mean > gives_up:  # with a queue ahead, answer before the client leaves
-            self._refuse(
-                f"a new request would be answered in about {wait + self._mean:.1f} s, after its client gives up "
-                f"(in {max(0.0, gives_up - now):.1f} s)",
-                wait,
-            )
-        return gives_up
+    def _ahead(self, deadline: float) -> tuple[int, float]:
+        """The calls a new one with this deadline would wait behind (running or queued before it): how many,
+        and their cost."""
+        ahead = [*self._running, *(item for item in self._waiting if item.deadline <= deadline)]
+        return len(ahead), sum(item.left() for item in ahead)
 
-    def _wait(self, deadline: float) -> float:
-        """Seconds a call queued now with this deadline would wait: the calls ahead times the recent time per call."""
-        with self._ready:
-            ahead = self._running + sum(1 for item in self._waiting if item[0] <= deadline)
-        return max(0, ahead - self.workers + 1) * self._mean / self.workers
+    def _admit(self, calls: int, ahead: float, cost: float, now: float, gives_up: float | None) -> float:
+        """Raise Busy unless a new call can be answered before its client gives up; returns the latest it may start.
+
+        A call that a free worker takes at once is never refused: nothing could answer it sooner.
+        """
+        if self._pending >= self.capacity:
+            self._refuse(f"{self._pending} requests are running or waiting", self._wait(ahead))
+        if gives_up is None or calls < self.workers:
+            return math.inf
+        answered = (ahead + cost) * self._through.cautious
+        if now + answered > gives_up:
+            self._refuse(
+                f"a new request would be answered in about {answered:.1f} s, after its client gives up "
+                f"(in {max(0.0, gives_up - now):.1f} s)",
+                self._wait(ahead),
+            )
+        return gives_up - self._run.cautious  # started later, it would end after its client has left
+
+    def _wait(self, ahead: float) -> float:
+        """Seconds until the calls ahead are done, as the recent calls went."""
+        return ahead * self._through.mean
 
     def _refuse(self, why: str, wait: float) -> None:
         self._rejected.inc()
@@ -177,33 +246,38 @@ class Scheduler:
                     self._ready.wait()
                 if self._closed:
                     return
-                _, _, queued, latest, future, call = heapq.heappop(self._waiting)
-            if not future.set_running_or_notify_cancel():
+                item = heapq.heappop(self._waiting)
+            if not item.future.set_running_or_notify_cancel():
                 continue  # its caller was cancelled while it waited
-            if time.monotonic() > latest:  # its client has given up: running it would only delay the next
+            left = item.left()
+            if time.monotonic() > item.latest and left:  # its client would have left: running it only delays others
                 self._rejected.inc()
-                future.set_exception(Busy(f"{self.name} is busy: the request waited longer than its client waits"))
+                item.future.set_exception(Busy(f"{self.name} is busy: the request waited too long for its client"))
                 continue
             started = time.perf_counter()
-            self._queue_wait.observe(started - queued)
+            self._queue_wait.observe(started - item.queued)
             with self._ready:
-                self._running += 1
+                self._running.append(item)
             try:
-                result = call()
+                result = item.call()
             except BaseException as err:  # handed to the caller, like concurrent.futures does
-                self._ran(started)
-                future.set_exception(err)
+                self._ran(item, started, left)
+                item.future.set_exception(err)
             else:
-                self._ran(started)
-                future.set_result(result)
+                self._ran(item, started, left)
+                item.future.set_result(result)
 
-    def _ran(self, started: float) -> None:
-        """A call has ended: counted before its caller hears, so a scrape after the answer sees it."""
-        took = time.perf_counter() - started
-        self._inference.observe(took)
+    def _ran(self, item: _Call, started: float, left: float) -> None:
+        """A call that had `left` to do when it started has ended: counted before its caller hears, so a scrape
+        after the answer sees it."""
+        ended = time.perf_counter()
+        self._inference.observe(ended - started)
         with self._ready:
-            self._running -= 1
-            self._mean += _SMOOTHING * (took - self._mean) if self._mean else took
+            self._running.remove(item)
+            if left > 0:  # calls with work of their own: a batch may hold others' work too, so timed per call
+                self._run.add(ended - started)
+            if item.ahead + item.cost > 0:
+                self._through.add((ended - item.queued) / (item.ahead + item.cost))
 
     def _release(self) -> None:
         self._pending -= 1
@@ -214,8 +288,8 @@ class Scheduler:
             self._closed = True
             waiting, self._waiting = self._waiting, []
             self._ready.notify_all()
-        for *_, future, _ in waiting:
-            future.cancel()
+        for item in waiting:
+            item.future.cancel()
 
     def join(self, timeout: float) -> list[str]:
         """After `close`: wait up to `timeout` s for the worker threads to end (a running call ends first).

@@ -27,7 +27,7 @@ from ..errors import BadRequest, UnsupportedLanguage
 from ..languages import whisper_code
 from ..runtime import Runtime
 from ..scheduler import Scheduler
-from .batcher import Batcher
+from .batcher import Batcher, Slot
 from .decoder import Decoded, Decoder, Job, Options, Segment, Word, compression_ratio
 from .vad import Piece, SpeechDetector
 
@@ -35,6 +35,7 @@ _LOGGER = logging.getLogger(__name__)
 MAX_PROMPT_CHARS = 8192  # a request's own prompt; Whisper reads only its last 200 tokens (about 800 characters)
 MAX_WORDS = 1024  # names or terms in one request (Home Assistant sends its devices and areas)
 MAX_WORD_CHARS = 256  # in one name or term
+PIECE_COST = 1.0  # a piece's fixed cost to decode (windows, prompt, first tokens), as seconds of its audio
 PROMPT_CACHE = 64  # tokenised prompts kept: the server's own, and the few that each client repeats
 
 
@@ -170,8 +171,12 @@ class WhisperEngine:
     async def transcribe(self, audio: np.ndarray, options: Options) -> Transcript:
         """Transcribe 16 kHz mono float32 audio of any length."""
         detector = SpeechDetector()
-        await self.vad.run(detector.update, audio)
+        await self.score(detector, audio)
         return await self.transcribe_pieces(audio, detector.pieces(len(audio)), options)
+
+    async def score(self, detector: SpeechDetector, audio: np.ndarray) -> None:
+        """Score the speech in `audio` that `detector` has not seen yet, in the VAD's threads."""
+        await self.vad.run(detector.update, audio, cost=(len(audio) - detector.scored) / WHISPER_RATE)
 
     async def transcribe_pieces(
         self, audio: np.ndarray, pieces: list[Piece], options: Options, known: dict[Piece, Decoded] | None = None
@@ -183,7 +188,8 @@ class WhisperEngine:
             prompt = await self._prompt_tokens(options.prompt)
             slots = self.batcher.submit([Job(audio[start:end], options, prompt) for start, end in todo])
             try:
-                known.update(zip(todo, await self.scheduler.run(self.batcher.process, slots), strict=True))
+                decoded = await self.scheduler.run(self.batcher.process, slots, cost=lambda: _left(slots))
+                known.update(zip(todo, decoded, strict=True))
             except BaseException:
                 self.batcher.cancel(slots)
                 raise
@@ -242,6 +248,11 @@ class WhisperEngine:
     def close(self) -> None:
         self.scheduler.close()
         self.vad.close()
+
+
+def _left(slots: Sequence[Slot]) -> float:
+    """What is left to decode of `slots` (another request's batch may have taken some), in seconds of audio."""
+    return sum(len(slot.job.audio) / WHISPER_RATE + PIECE_COST for slot in slots if not slot.done.is_set())
 
 
 def _check_bias(names: Sequence[str], terms: Sequence[str], text: str | None) -> None:

@@ -119,7 +119,7 @@ class AsrSession:
             await asyncio.gather(self._follower, return_exceptions=True)  # lets a decode in flight land
         self._flush()
         audio = self.audio()
-        await self.engine.vad.run(self._detector.update, audio)
+        await self.engine.score(self._detector, audio)
         if self._on_text is not None:
             await self._decode_in_order(audio)
         transcript = await self._transcribe(audio)
@@ -145,7 +145,7 @@ class AsrSession:
             if self._finishing or len(audio) - self._detector.scored < VAD_STEP:
                 continue
             try:
-                await self.engine.vad.run(self._detector.update, audio)
+                await self.engine.score(self._detector, audio)
             except WisError as err:  # busy: what is said so far is scored at the end
                 _LOGGER.debug("No partial transcript: %s", err)
                 continue
