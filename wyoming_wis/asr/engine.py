@@ -35,7 +35,10 @@ _LOGGER = logging.getLogger(__name__)
 MAX_PROMPT_CHARS = 8192  # a request's own prompt; Whisper reads only its last 200 tokens (about 800 characters)
 MAX_WORDS = 1024  # names or terms in one request (Home Assistant sends its devices and areas)
 MAX_WORD_CHARS = 256  # in one name or term
-PIECE_COST = 1.0  # a piece's fixed cost to decode (windows, prompt, first tokens), as seconds of its audio
+# Fixed costs, as seconds of audio, for the schedulers' estimates: without them a stream's many 0.1 s steps
+# would make a second of audio look many times dearer than it is.
+PIECE_COST = 1.0  # to decode a piece (its window, the prompt, the first tokens)
+SCORE_COST = 1.0  # to score new audio for speech (a thread hop, the VAD's state)
 PROMPT_CACHE = 64  # tokenised prompts kept: the server's own, and the few that each client repeats
 
 
@@ -176,7 +179,7 @@ class WhisperEngine:
 
     async def score(self, detector: SpeechDetector, audio: np.ndarray) -> None:
         """Score the speech in `audio` that `detector` has not seen yet, in the VAD's threads."""
-        await self.vad.run(detector.update, audio, cost=(len(audio) - detector.scored) / WHISPER_RATE)
+        await self.vad.run(detector.update, audio, cost=(len(audio) - detector.scored) / WHISPER_RATE + SCORE_COST)
 
     async def transcribe_pieces(
         self, audio: np.ndarray, pieces: list[Piece], options: Options, known: dict[Piece, Decoded] | None = None
