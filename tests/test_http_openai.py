@@ -90,6 +90,28 @@ def test_verbose_json_has_segments_with_every_field_and_words_on_request(client:
     assert timed.segments and timed.segments[0].text
 
 
+@pytest.mark.parametrize("clip", sorted(path.stem for path in CORPUS.glob("*.flac")))
+def test_asking_for_word_times_never_changes_the_text(client: openai.OpenAI, clip: str) -> None:
+    """The same words as plain `json`, each lasting a while, inside its segment, in order."""
+    path = CORPUS / f"{clip}.flac"
+    plain = transcribe(client, path, response_format="json").text
+    timed = transcribe(client, path, response_format="verbose_json", timestamp_granularities=["word", "segment"])
+    assert timed.text == plain
+    assert normalise(" ".join(word.word for word in timed.words)) == normalise(plain)
+    assert all(word.end > word.start for word in timed.words), timed.words
+    assert all(a.end <= b.start for a, b in zip(timed.words, timed.words[1:], strict=False)), timed.words
+    for word in timed.words:
+        assert any(s.start - 0.01 <= word.start and word.end <= s.end + 0.01 for s in timed.segments), word
+
+
+def test_cantonese_on_a_model_without_it_is_written_as_chinese(client: openai.OpenAI) -> None:
+    """Whisper base has no Cantonese token (only large-v3 does); asked for it, the text is bounded and Chinese."""
+    started = time.monotonic()
+    result = transcribe(client, response_format="verbose_json", language="yue")
+    assert result.language == "zh", result
+    assert time.monotonic() - started < 30 and len(result.text) < 200, result.text
+
+
 def test_a_temperature_samples_at_that_temperature(client: openai.OpenAI) -> None:
     result = transcribe(client, response_format="verbose_json", temperature=0.6)
     assert {segment.temperature for segment in result.segments} == {0.6}

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 # Tags whose language Whisper knows under another code (Home Assistant says nb for Norwegian Bokmål).
 _WHISPER_CODES = {"nb": "no", "jv": "jw", "iw": "he", "fil": "tl"}
+# Languages that only Whisper large-v3 and later know, and the code earlier models write them under.
+OLDER_CODES = {"yue": "zh"}  # Cantonese: earlier models transcribe it as Chinese
 _REGION = re.compile(r"^(?:[A-Za-z]{2}|\d{3})$")  # US, us, 419; a 4-letter part is a script (Hans)
 
 

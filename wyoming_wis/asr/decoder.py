@@ -8,6 +8,9 @@ needs that silence: given no room after the speech it tends to loop or stop
 early. What still looks wrong (a loop, a text too long for the audio, empty
 text where the VAD heard speech, a very unlikely text) is decoded again the
 standard way, with faster-whisper's full 30 s window and temperature fallback.
+
+Word times are found for the text already decoded (cross-attention alignment on
+the same encoder output), so asking for them never changes the text.
 """
 
 from __future__ import annotations
@@ -16,11 +19,13 @@ import logging
 import math
 import re
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 from faster_whisper import WhisperModel
 from faster_whisper.tokenizer import Tokenizer
+from faster_whisper.transcribe import merge_punctuations
 
 from ..audio import WHISPER_RATE
 
@@ -31,10 +36,14 @@ WINDOW_STEP = 5  # seconds: windows come in a few sizes, so that pieces share ba
 MIN_SILENCE = 5  # seconds of window after the speech, at the least
 FULL_WINDOW = 30  # seconds: Whisper's own window
 MAX_PROMPT_TOKENS = 200  # of bias text; Whisper allows 223 before the transcript
+FULL_WINDOW_TOKENS = 448 // 2 - 3  # the most the standard pass may add after its longest prompt (448 in all)
 PROMPT_CHARS = 16 * MAX_PROMPT_TOKENS  # the end of a prompt that holds its last tokens, with room
 _TOKENS_PER_SECOND = 10  # more than any speech needs; a text longer than that is a loop
 _MAX_COMPRESSION = 2.0  # gzip ratio above which a text is repetitive (Whisper uses 2.4 on 30 s)
 _MIN_LOGPROB = -1.0  # mean token log-probability below which a text is a guess
+MIN_WORD = 0.02  # seconds: the shortest a timed word may last
+PREPEND_PUNCTUATIONS = "\"'“¿([{-"  # joined to the word after them, as faster-whisper's transcribe() does
+APPEND_PUNCTUATIONS = "\"'.。,，!！?？:：”)]}、"  # joined to the word before them
 _NO_SPEECH = 0.6  # with a low log-probability too, the piece is silence
 _REPEAT = re.compile(r"\b(\w+(?:\W+\w+){2,}?)\W+\1\b", re.IGNORECASE)  # a phrase of 3+ words said twice
 
@@ -47,7 +56,7 @@ class Options:
     task: str = "transcribe"  # or "translate" (to English)
     prompt: str = ""  # bias text: names and words the speaker is likely to say
     draft: bool = False  # a preview while audio still arrives: greedy, and no second pass
-    words: bool = False  # time each word (faster-whisper's alignment, in its standard pass)
+    words: bool = False  # time each word (aligned to the text decoded; it does not change the text)
     temperature: float = 0.0  # above 0: sample at this temperature (in the standard pass), no fallback
     beam_size: int | None = None  # None: the server's --beam-size
 
@@ -55,7 +64,7 @@ class Options:
     def standard(self) -> bool:
         """Decoded by faster-whisper's standard pass from the start: the short window cannot do this
         (a draft is only a preview, and skips it)."""
-        return not self.draft and (self.words or self.temperature > 0)
+        return not self.draft and self.temperature > 0
 
 
 @dataclass(frozen=True)
@@ -72,11 +81,12 @@ class Job:
         return window_seconds(len(self.audio) / WHISPER_RATE)
 
     @property
-    def batch_key(self) -> tuple[int, int, bool, bool, int | None]:
+    def batch_key(self) -> tuple[int, int, bool, bool, bool, int | None]:
         """Jobs with the same key can share one CTranslate2 call: same window size, same search,
-        and the transcript starting at the same position."""
+        the transcript starting at the same position, and word times for all or none."""
         options = self.options
-        return self.window, len(self.prompt_tokens), options.draft, options.standard, options.beam_size
+        key = self.window, len(self.prompt_tokens), options.draft, options.standard, options.words, options.beam_size
+        return key
 
 
 @dataclass(frozen=True)
@@ -115,6 +125,7 @@ class Decoded:
     tokens: tuple[int, ...] = ()  # of `text`, from the short window
     avg_logprob: float = 0.0
     no_speech_prob: float = 0.0
+    words: tuple[Word, ...] = ()  # of `text`, from the short window, if asked for
 
 
 def window_seconds(seconds: float) -> int:
@@ -144,9 +155,7 @@ class Decoder:
     def decode(self, jobs: list[Job]) -> list[Decoded]:
         """Decode jobs that share one batch key."""
         if jobs[0].options.standard:
-            return [
-                self._full_window(job, job.options.language, "word times or a temperature asked for") for job in jobs
-            ]
+            return [self._full_window(job, job.options.language, "a temperature asked for") for job in jobs]
         window = max(job.window for job in jobs) * WHISPER_RATE
         features = np.stack([self._features(job.audio, window) for job in jobs])
         encoded = self.whisper.encode(features)
@@ -180,7 +189,29 @@ class Decoder:
             else:
                 scores = {"tokens": tuple(tokens), "avg_logprob": logprob, "no_speech_prob": no_speech}
                 decoded.append(Decoded(text, language, **scores))
+        if jobs[0].options.words:
+            decoded = self._time_words(jobs, encoded, tokenizers, decoded)
         return decoded
+
+    def _time_words(
+        self, jobs: list[Job], encoded: object, tokenizers: list[Tokenizer], decoded: list[Decoded]
+    ) -> list[Decoded]:
+        """Time the words of the texts decoded in the short window, in one alignment over the whole batch.
+
+        Pieces decoded again in the full window have their times from that pass already.
+        """
+        todo = [index for index, result in enumerate(decoded) if result.tokens and not result.segments]
+        if not todo:
+            return decoded
+        # every row of the batch is aligned (rows with no text get a stand-in token); only the texts' count
+        rows = [list(decoded[index].tokens) if index in todo else [tokenizers[index].eot] for index in range(len(jobs))]
+        frames = [len(job.audio) // self.whisper.feature_extractor.hop_length for job in jobs]
+        alignments = self.whisper.find_alignment(tokenizers[todo[0]], rows, encoded, frames)
+        timed = list(decoded)
+        for index in todo:
+            seconds = len(jobs[index].audio) / WHISPER_RATE
+            timed[index] = replace(decoded[index], words=_words(alignments[index], seconds))
+        return timed
 
     def warm_up(self) -> None:
         """Encode a window of silence and decode a few tokens: loads every kernel once."""
@@ -199,6 +230,7 @@ class Decoder:
             beam_size=self._beam_size(job.options),
             initial_prompt=job.options.prompt or None,
             condition_on_previous_text=False,
+            max_new_tokens=min(_max_new_tokens(job), FULL_WINDOW_TOKENS),  # a loop ends where speech would
             word_timestamps=job.options.words,
             **({"temperature": job.options.temperature} if job.options.temperature else {}),
         )
@@ -212,7 +244,7 @@ class Decoder:
                 piece.compression_ratio,
                 piece.no_speech_prob,
                 piece.temperature or 0.0,
-                tuple(Word(word.start, word.end, word.word) for word in piece.words or ()),
+                _tidy([(word.start, word.end, word.word) for word in piece.words or ()], piece.start, piece.end),
             )
             for piece in pieces
         ]
@@ -247,6 +279,24 @@ class Decoder:
     def _prompt(job: Job, tokenizer: Tokenizer) -> list[int]:
         previous = [tokenizer.sot_prev, *job.prompt_tokens] if job.prompt_tokens else []
         return [*previous, *tokenizer.sot_sequence, tokenizer.no_timestamps]
+
+
+def _words(alignment: list[dict], seconds: float) -> tuple[Word, ...]:
+    """Words from an alignment of a piece `seconds` long, punctuation joined to its word as Whisper does."""
+    merge_punctuations(alignment, PREPEND_PUNCTUATIONS, APPEND_PUNCTUATIONS)
+    return _tidy([(float(t["start"]), float(t["end"]), t["word"]) for t in alignment], 0.0, seconds)
+
+
+def _tidy(words: Sequence[tuple[float, float, str]], start: float, end: float) -> tuple[Word, ...]:
+    """Words in order, none before the one ahead of it, each lasting at least MIN_WORD inside [start, end]
+    (an alignment may give a word no time at all)."""
+    tidy: list[Word] = []
+    for word_start, word_end, text in words:
+        if not text:
+            continue
+        begins = min(max(word_start, tidy[-1].end if tidy else start), end - MIN_WORD)
+        tidy.append(Word(round(begins, 3), round(min(max(word_end, begins + MIN_WORD), end), 3), text))
+    return tuple(tidy)
 
 
 def _max_new_tokens(job: Job) -> int:

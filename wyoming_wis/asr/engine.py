@@ -24,7 +24,7 @@ from .. import memory
 from ..audio import WHISPER_RATE
 from ..catalog import Found
 from ..errors import BadRequest, UnsupportedLanguage
-from ..languages import whisper_code
+from ..languages import OLDER_CODES, whisper_code
 from ..runtime import Runtime
 from ..scheduler import Scheduler
 from .batcher import Batcher, Slot
@@ -107,7 +107,7 @@ class WhisperEngine:
         )
         self.decoder = Decoder(self.model, beam_size)
         self.multilingual = self.decoder.multilingual
-        self.languages: list[str] = list(self.model.supported_languages)
+        self.languages = _languages(self.model)
         self.default_language: str | None = None
         if default_language:
             try:
@@ -136,6 +136,8 @@ class WhisperEngine:
         if not requested or requested.lower() == "auto":
             return self.default_language or (None if self.multilingual else "en")
         code = whisper_code(requested)
+        if code not in self.languages and OLDER_CODES.get(code) in self.languages:
+            code = OLDER_CODES[code]
         if code not in self.languages:
             raise UnsupportedLanguage(
                 f"Model {self.name!r} does not support language {requested!r}"
@@ -253,6 +255,16 @@ class WhisperEngine:
         self.vad.close()
 
 
+def _languages(model: WhisperModel) -> list[str]:
+    """The languages the model has a token for: faster-whisper lists all 100 for any multilingual model, but
+    only large-v3 and later know the last (Cantonese); asked for it, earlier ones write nonsense."""
+    if not model.model.is_multilingual:
+        return ["en"]
+    first = model.hf_tokenizer.token_to_id("<|en|>")
+    ids = {code: model.hf_tokenizer.token_to_id(f"<|{code}|>") for code in model.supported_languages}
+    return [code for code, token in ids.items() if token is not None and token - first < model.model.num_languages]
+
+
 def _left(slots: Sequence[Slot]) -> float:
     """What is left to decode of `slots` (another request's batch may have taken some), in seconds of audio."""
     return sum(len(slot.job.audio) / WHISPER_RATE + PIECE_COST for slot in slots if not slot.done.is_set())
@@ -276,16 +288,16 @@ def _transcript(pieces: list[Piece], decoded: list[Decoded], samples: int, optio
         if result.segments:  # timed by the full-window pass
             segments += [segment.shifted(offset) for segment in result.segments if segment.text]
         elif result.text:
-            segments.append(
-                Segment(
-                    offset,
-                    end / WHISPER_RATE,
-                    result.text,
-                    result.tokens,
-                    result.avg_logprob,
-                    compression_ratio(result.text),
-                    result.no_speech_prob,
-                )
+            segment = Segment(
+                0.0,
+                (end - start) / WHISPER_RATE,
+                result.text,
+                result.tokens,
+                result.avg_logprob,
+                compression_ratio(result.text),
+                result.no_speech_prob,
+                words=result.words,
             )
+            segments.append(segment.shifted(offset))
     language = next((result.language for result in decoded if result.text), options.language)
     return Transcript(" ".join(segment.text for segment in segments), language, samples / WHISPER_RATE, segments)
