@@ -4,6 +4,7 @@ fallback, micro-batching, long audio, idle unload."""
 from __future__ import annotations
 
 import asyncio
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -122,6 +123,30 @@ async def test_long_audio_is_transcribed_whole_with_segments(engine: WhisperEngi
     starts = [segment.start for segment in transcript.segments]
     assert starts == sorted(starts) and transcript.segments[-1].end > 45
     assert all(segment.end > segment.start and segment.text for segment in transcript.segments)
+
+
+GERMAN = (  # 21 words, about 9 s
+    "Guten Morgen, ich möchte heute Abend mit meiner Familie in die Stadt fahren, weil dort ein großes Konzert im Park "
+    "stattfindet und wir schon lange Karten haben."
+)
+
+
+def espeak(text: str, voice: str) -> np.ndarray:
+    """Speech from Debian's espeak-ng, at 16 kHz: a language the bundled recordings do not have."""
+    wav = subprocess.run(["espeak-ng", "-v", voice, "-s", "150", "--stdout", text], capture_output=True, check=True)
+    return load_audio(wav.stdout).samples()
+
+
+async def test_no_sentence_is_lost_when_the_language_changes(engine: WhisperEngine) -> None:
+    """English, a pause, German, in one piece of audio, language not given: decoded in one language, the German
+    would be left out (faster-whisper's transcribe() leaves it out here); it must be there, in German."""
+    (path, english), *_ = corpus()
+    audio = np.concatenate([samples(path), silence(1.0), espeak(GERMAN, "de")])
+    transcript = await engine.transcribe(audio, engine.options())
+    german = next((s for s in transcript.segments if s.start >= len(samples(path)) / RATE - 0.5), None)
+    assert german is not None and wer([GERMAN], [german.text]) < 0.3, transcript.segments
+    assert wer([f"{english} {GERMAN}"], [transcript.text]) < 0.25, transcript.text
+    assert transcript.language == "en"
 
 
 async def test_idle_model_is_unloaded_and_reloaded(engine: WhisperEngine) -> None:

@@ -126,6 +126,7 @@ class Decoded:
     avg_logprob: float = 0.0
     no_speech_prob: float = 0.0
     words: tuple[Word, ...] = ()  # of `text`, from the short window, if asked for
+    language_probability: float = 1.0  # how sure detection was (1 when the language was given)
 
 
 def window_seconds(seconds: float) -> int:
@@ -159,7 +160,7 @@ class Decoder:
         window = max(job.window for job in jobs) * WHISPER_RATE
         features = np.stack([self._features(job.audio, window) for job in jobs])
         encoded = self.whisper.encode(features)
-        languages = self._languages(jobs, encoded)
+        languages, sure = self._languages(jobs, encoded)
         tokenizers = [
             self._tokenizer(job.options.task, language) for job, language in zip(jobs, languages, strict=True)
         ]
@@ -174,7 +175,8 @@ class Decoder:
             return_no_speech_prob=True,
         )
         decoded = []
-        for job, language, tokenizer, result, limit in zip(jobs, languages, tokenizers, results, limits, strict=True):
+        rows = zip(jobs, languages, sure, tokenizers, results, limits, strict=True)
+        for job, language, probability, tokenizer, result, limit in rows:
             tokens = [token for token in result.sequences_ids[0] if token < tokenizer.eot]
             text = tokenizer.decode(tokens).strip()
             logprob, no_speech = result.scores[0], result.no_speech_prob
@@ -184,11 +186,11 @@ class Decoder:
             problem = _problem(text, len(tokens), limit, logprob)
             if problem and job.options.draft:
                 decoded.append(Decoded("", language, retried=problem))  # nothing worth showing yet
-            elif problem:
-                decoded.append(self._full_window(job, language, problem))
+            elif problem:  # in the language detected here, as sure as it was here
+                decoded.append(replace(self._full_window(job, language, problem), language_probability=probability))
             else:
                 scores = {"tokens": tuple(tokens), "avg_logprob": logprob, "no_speech_prob": no_speech}
-                decoded.append(Decoded(text, language, **scores))
+                decoded.append(Decoded(text, language, **scores, language_probability=probability))
         if jobs[0].options.words:
             decoded = self._time_words(jobs, encoded, tokenizers, decoded)
         return decoded
@@ -249,7 +251,7 @@ class Decoder:
             for piece in pieces
         ]
         text = " ".join(segment.text for segment in segments if segment.text)
-        return Decoded(text, info.language, segments, retried=problem)
+        return Decoded(text, info.language, segments, retried=problem, language_probability=info.language_probability)
 
     def _beam_size(self, options: Options) -> int:
         return 1 if options.draft else options.beam_size or self.beam_size
@@ -259,13 +261,16 @@ class Decoder:
         padded = np.pad(audio, (0, window - len(audio)))
         return self.whisper.feature_extractor(padded)[:, : window // self.whisper.feature_extractor.hop_length]
 
-    def _languages(self, jobs: list[Job], encoded: object) -> list[str]:
+    def _languages(self, jobs: list[Job], encoded: object) -> tuple[list[str], list[float]]:
+        """Each job's language, given or detected, and how sure detection was."""
         if not self.multilingual:
-            return ["en"] * len(jobs)
+            return ["en"] * len(jobs), [1.0] * len(jobs)
         if all(job.options.language for job in jobs):
-            return [job.options.language for job in jobs]  # type: ignore[misc]
+            return [job.options.language for job in jobs], [1.0] * len(jobs)  # type: ignore[misc]
         detected = self.whisper.model.detect_language(encoded)
-        return [job.options.language or found[0][0][2:-2] for job, found in zip(jobs, detected, strict=True)]
+        rows = list(zip(jobs, detected, strict=True))
+        languages = [job.options.language or found[0][0][2:-2] for job, found in rows]
+        return languages, [1.0 if job.options.language else found[0][1] for job, found in rows]
 
     def _tokenizer(self, task: str, language: str) -> Tokenizer:
         key = (task, language)

@@ -39,6 +39,7 @@ MAX_WORD_CHARS = 256  # in one name or term
 # would make a second of audio look many times dearer than it is.
 PIECE_COST = 1.0  # to decode a piece (its window, the prompt, the first tokens)
 SCORE_COST = 1.0  # to score new audio for speech (a thread hop, the VAD's state)
+MIXED = 0.95  # a piece's language detected less surely than this: it may hold two, and is decoded by stretch
 PROMPT_CACHE = 64  # tokenised prompts kept: the server's own, and the few that each client repeats
 
 
@@ -190,15 +191,41 @@ class WhisperEngine:
         known = {} if known is None else known
         todo = [piece for piece in pieces if piece not in known]
         if todo:
-            prompt = await self._prompt_tokens(options.prompt)
-            slots = self.batcher.submit([Job(audio[start:end], options, prompt) for start, end in todo])
-            try:
-                decoded = await self.scheduler.run(self.batcher.process, slots, cost=lambda: _left(slots))
-                known.update(zip(todo, decoded, strict=True))
-            except BaseException:
-                self.batcher.cancel(slots)
-                raise
+            decoded = dict(zip(todo, await self._decode_pieces(audio, todo, options), strict=True))
+            auto = not options.language and not options.draft  # a draft is only a preview
+            mixed = [piece for piece in todo if auto and decoded[piece].language_probability < MIXED]
+            decoded.update(await self._apart(audio, mixed, options))
+            known.update(decoded)
         return _transcript(pieces, [known[piece] for piece in pieces], len(audio), options)
+
+    async def _decode_pieces(self, audio: np.ndarray, pieces: list[Piece], options: Options) -> list[Decoded]:
+        """Decode pieces of `audio` in the model's batches."""
+        prompt = await self._prompt_tokens(options.prompt)
+        slots = self.batcher.submit([Job(audio[start:end], options, prompt) for start, end in pieces])
+        try:
+            return await self.scheduler.run(self.batcher.process, slots, cost=lambda: _left(slots))
+        except BaseException:
+            self.batcher.cancel(slots)
+            raise
+
+    async def _apart(self, audio: np.ndarray, pieces: list[Piece], options: Options) -> dict[Piece, Decoded]:
+        """Decode each stretch of speech in `pieces` on its own, each in the language detected for it.
+
+        A piece joined across pauses whose language was detected without much certainty may be two languages,
+        and decoded in one, the other's words are lost (Whisper leaves them out rather than translate them).
+        """
+        stretches: dict[Piece, list[Piece]] = {}
+        for start, end in pieces:
+            detector = SpeechDetector()
+            await self.score(detector, audio[start:end])
+            found = [(start + first, start + last) for first, last in detector.pieces(end - start, joined=False)]
+            if len(found) > 1:
+                stretches[(start, end)] = found
+        every = [stretch for found in stretches.values() for stretch in found]
+        if not every:
+            return {}
+        decoded = dict(zip(every, await self._decode_pieces(audio, every, options), strict=True))
+        return {piece: _joined(piece, [(part, decoded[part]) for part in found]) for piece, found in stretches.items()}
 
     async def _prompt_tokens(self, prompt: str) -> tuple[int, ...]:
         """The prompt's tokens, tokenised in a worker thread the first time, kept for the next PROMPT_CACHE."""
@@ -281,23 +308,42 @@ def _check_bias(names: Sequence[str], terms: Sequence[str], text: str | None) ->
             raise BadRequest(f"A transcript {kind[:-1]} is longer than {MAX_WORD_CHARS} characters")
 
 
+def _segments(result: Decoded, seconds: float) -> list[Segment]:
+    """A piece's decoded text as timed segments, from the piece's start; `seconds` is its length."""
+    if result.segments:  # timed by the full-window pass
+        return [segment for segment in result.segments if segment.text]
+    if not result.text:
+        return []
+    return [
+        Segment(
+            0.0,
+            seconds,
+            result.text,
+            result.tokens,
+            result.avg_logprob,
+            compression_ratio(result.text),
+            result.no_speech_prob,
+            words=result.words,
+        )
+    ]
+
+
+def _joined(piece: Piece, parts: list[tuple[Piece, Decoded]]) -> Decoded:
+    """The piece's result made of its parts' (each decoded on its own), in the language of the first with text."""
+    segments = [
+        segment.shifted((start - piece[0]) / WHISPER_RATE)
+        for (start, end), result in parts
+        for segment in _segments(result, (end - start) / WHISPER_RATE)
+    ]
+    language = next((result.language for _, result in parts if result.text), parts[0][1].language)
+    return Decoded(" ".join(segment.text for segment in segments), language, segments)
+
+
 def _transcript(pieces: list[Piece], decoded: list[Decoded], samples: int, options: Options) -> Transcript:
-    segments: list[Segment] = []
-    for (start, end), result in zip(pieces, decoded, strict=True):
-        offset = start / WHISPER_RATE
-        if result.segments:  # timed by the full-window pass
-            segments += [segment.shifted(offset) for segment in result.segments if segment.text]
-        elif result.text:
-            segment = Segment(
-                0.0,
-                (end - start) / WHISPER_RATE,
-                result.text,
-                result.tokens,
-                result.avg_logprob,
-                compression_ratio(result.text),
-                result.no_speech_prob,
-                words=result.words,
-            )
-            segments.append(segment.shifted(offset))
+    segments = [
+        segment.shifted(start / WHISPER_RATE)
+        for (start, end), result in zip(pieces, decoded, strict=True)
+        for segment in _segments(result, (end - start) / WHISPER_RATE)
+    ]
     language = next((result.language for result in decoded if result.text), options.language)
     return Transcript(" ".join(segment.text for segment in segments), language, samples / WHISPER_RATE, segments)

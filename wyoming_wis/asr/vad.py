@@ -67,11 +67,11 @@ class SpeechDetector:
         speech = np.flatnonzero(self._probs >= THRESHOLD)
         return None if len(speech) == 0 else int(speech[-1] + 1) * WINDOW
 
-    def pieces(self, length: int) -> list[Piece]:
+    def pieces(self, length: int, joined: bool = True) -> list[Piece]:
         """The stretches of the first `length` samples worth decoding, each at most MAX_PIECE long.
 
         Pauses shorter than MIN_GAP stay inside a piece, and pieces are joined
-        while they fit, so Whisper keeps as much context as it can.
+        while they fit (unless not `joined`), so Whisper keeps as much context as it can.
         """
         probs = self._probs[: -(-length // WINDOW)]
         runs: list[Piece] = []  # speech, with its short pauses inside
@@ -83,7 +83,7 @@ class SpeechDetector:
         stretches: list[Piece] = []
         for start, end in runs:
             stretches.append((max(start - LEAD, stretches[-1][1] if stretches else 0), min(length, end + PAD)))
-        return _fit(stretches, probs)
+        return _fit(stretches, probs, joined)
 
 
 def _runs(flags: np.ndarray) -> list[tuple[int, int]]:
@@ -92,8 +92,8 @@ def _runs(flags: np.ndarray) -> list[tuple[int, int]]:
     return list(zip(np.flatnonzero(edges == 1).tolist(), np.flatnonzero(edges == -1).tolist(), strict=True))
 
 
-def _fit(stretches: list[Piece], probs: np.ndarray) -> list[Piece]:
-    """Join close stretches up to MAX_PIECE; cut longer ones at their quietest window."""
+def _fit(stretches: list[Piece], probs: np.ndarray, joined: bool) -> list[Piece]:
+    """Join close stretches up to MAX_PIECE (if `joined`); cut longer ones at their quietest window."""
     pieces: list[Piece] = []
     for start, end in stretches:
         while end - start > MAX_PIECE:
@@ -101,7 +101,7 @@ def _fit(stretches: list[Piece], probs: np.ndarray) -> list[Piece]:
             cut = (first + int(np.argmin(probs[first:last]))) * WINDOW
             pieces.append((start, cut))
             start = cut
-        if pieces and start - pieces[-1][1] <= MAX_JOIN_GAP and end - pieces[-1][0] <= MAX_PIECE:
+        if joined and pieces and start - pieces[-1][1] <= MAX_JOIN_GAP and end - pieces[-1][0] <= MAX_PIECE:
             start = pieces.pop()[0]
         pieces.append((start, end))
     return pieces
