@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import corpus, load_audio, wer
+from helpers import CORPUS, corpus, load_audio, wer
 
 from wyoming_wis.asr import WhisperEngine
 from wyoming_wis.asr import decoder as decoder_module
@@ -123,6 +123,35 @@ async def test_long_audio_is_transcribed_whole_with_segments(engine: WhisperEngi
     starts = [segment.start for segment in transcript.segments]
     assert starts == sorted(starts) and transcript.segments[-1].end > 45
     assert all(segment.end > segment.start and segment.text for segment in transcript.segments)
+
+
+def recordings() -> list[tuple[str, np.ndarray, str]]:
+    """Every real recording the tests have: read sentences and spoken names."""
+    bias = sorted((CORPUS.parent / "bias").glob("*.wav"))
+    return [(path.stem, samples(path), text) for path, text in corpus()] + [
+        (path.stem, samples(path), path.with_suffix(".txt").read_text().strip()) for path in bias
+    ]
+
+
+def test_a_beam_under_five_is_decoded_in_the_full_window() -> None:
+    """Greedy decoding in a fitted window changes words (issue 20): only a beam search gets one."""
+    command = np.zeros(2 * RATE, dtype=np.float32)
+    assert Job(command, Options(None, beam_size=1), ()).window == decoder_module.FULL_WINDOW
+    assert Job(command, Options(None, beam_size=5), ()).window == decoder_module.MIN_WINDOW
+    assert Job(command, Options(None, beam_size=1, draft=True), ()).window == decoder_module.MIN_WINDOW
+
+
+@pytest.mark.parametrize("beam", [1, 5])
+async def test_no_recording_is_worse_than_faster_whispers_own_transcribe(engine: WhisperEngine, beam: int) -> None:
+    """Per utterance, at the same beam on the same model: our words are at least as right as transcribe()'s."""
+    worse = []
+    for name, audio, reference in recordings():
+        ours = (await engine.transcribe(audio, engine.options(beam_size=beam))).text
+        pieces, _ = engine.model.transcribe(audio, beam_size=beam)
+        theirs = " ".join(piece.text.strip() for piece in pieces)
+        if wer([reference], [ours]) > wer([reference], [theirs]):
+            worse.append((name, ours, theirs))
+    assert not worse, worse
 
 
 GERMAN = (  # 21 words, about 9 s

@@ -272,7 +272,15 @@ OPTIONS: tuple[Option, ...] = (
         default="default",
         metavar="TYPE",
     ),
-    Option("--beam-size", "Whisper beam size (1 is greedy and fastest).", default=5, type=_positive_int, metavar="N"),
+    Option(
+        "--beam-size",
+        "Whisper beam size. Below 5, speech is decoded in Whisper's full 30 s window, as faster-whisper does: greedy "
+        "decoding in the short windows that make commands fast changes words, and there beam 5 costs about as much "
+        "as 1.",
+        default=5,
+        type=_positive_int,
+        metavar="N",
+    ),
     Option(
         "--task",
         "What Whisper does with speech: transcribe it, or translate it to English.",

@@ -5,7 +5,9 @@ that window costs the same for a 2 s command as for 30 s of speech. Here each
 piece gets the smallest window of 10, 15, 20, 25 or 30 s that holds it with at
 least 5 s of silence after it, a few times cheaper for a voice command. Whisper
 needs that silence: given no room after the speech it tends to loop or stop
-early. What still looks wrong (a loop, a text too long for the audio, empty
+early. Only a beam search is safe there: greedy decoding in a short window changes
+words that it gets right in the full one, so a beam under FITTED_MIN_BEAM gets the
+full window (a draft, only a preview, excepted). What still looks wrong (a loop, a text too long for the audio, empty
 text where the VAD heard speech, a very unlikely text) is decoded again the
 standard way, with faster-whisper's full 30 s window and temperature fallback.
 
@@ -35,6 +37,7 @@ MIN_WINDOW = 10  # seconds
 WINDOW_STEP = 5  # seconds: windows come in a few sizes, so that pieces share batches
 MIN_SILENCE = 5  # seconds of window after the speech, at the least
 FULL_WINDOW = 30  # seconds: Whisper's own window
+FITTED_MIN_BEAM = 5  # the smallest beam decoded in a fitted window (at 5 it costs 6 % more than greedy there)
 MAX_PROMPT_TOKENS = 200  # of bias text; Whisper allows 223 before the transcript
 FULL_WINDOW_TOKENS = 448 // 2 - 3  # the most the standard pass may add after its longest prompt (448 in all)
 PROMPT_CHARS = 16 * MAX_PROMPT_TOKENS  # the end of a prompt that holds its last tokens, with room
@@ -58,7 +61,7 @@ class Options:
     draft: bool = False  # a preview while audio still arrives: greedy, and no second pass
     words: bool = False  # time each word (aligned to the text decoded; it does not change the text)
     temperature: float = 0.0  # above 0: sample at this temperature (in the standard pass), no fallback
-    beam_size: int | None = None  # None: the server's --beam-size
+    beam_size: int | None = None  # None: the decoder's own (engines always give the server's --beam-size)
 
     @property
     def standard(self) -> bool:
@@ -78,6 +81,9 @@ class Job:
     @property
     def window(self) -> int:
         """Seconds of Whisper window this piece is decoded in."""
+        beam = self.options.beam_size
+        if not self.options.draft and beam is not None and beam < FITTED_MIN_BEAM:
+            return FULL_WINDOW
         return window_seconds(len(self.audio) / WHISPER_RATE)
 
     @property

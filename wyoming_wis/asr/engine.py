@@ -167,6 +167,7 @@ class WhisperEngine:
             task = "transcribe"  # an English-only model has nothing to translate
         prompt = self.bias.prompt(names, terms, prompt)
         code = None if detect_language and self.multilingual and not language else self.language(language)
+        beam_size = beam_size or self.decoder.beam_size
         return Options(code, task, prompt, words=words, temperature=temperature, beam_size=beam_size)
 
     @property
