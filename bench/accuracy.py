@@ -9,10 +9,11 @@ fallback), at the same beam, language and task, on the same audio. Both are scor
                                        [--groups recorded,joined,commands,languages,cross,noise]
 
 Settings: every beam x language (auto: detected; forced: the utterance's known language) for task transcribe;
-task translate at beam 5 for the non-English utterances, scored against an English reference (faster-whisper base
-says "How do you call yourself?" for "Comment t'appelles-tu ?", so translations are only compared with each
-other); and `words`: ours asked for word times must write exactly the text it writes without them, each word
-lasting (end > start).
+task translate at beam 5 (each language mode) for the non-English utterances, scored against an English reference
+(faster-whisper base says "How do you call yourself?" for "Comment t'appelles-tu ?", so translations are only
+compared with each other); and `words` (at the largest beam, the last language mode): ours asked for word times
+must write exactly the text it writes without them, each word lasting (end > start). Everything on 2 CPU threads
+takes about 20 min; `--languages forced --tasks transcribe,words` about 8.
 
 Groups (built here, no downloads; generated audio is cached under bench/.cache/accuracy/):
   recorded   the LJ Speech clips of tests/corpus/ljspeech and the two recordings of tests/corpus/bias
