@@ -101,6 +101,19 @@ def test_short_window_loop_falls_back_to_full_window(engine: WhisperEngine, monk
     assert decoded.retried is None and wer([reference], [decoded.text]) == 0, decoded
 
 
+@pytest.mark.parametrize(  # loops that reached final texts in bench/accuracy.py (espeak-ng German, Spanish, French)
+    "text",
+    ["das Metasthoi-Zone-Zone-Zone-Zone-", "100.00.00.00.00.00.00.00", "les inféprés de la fin de la fin de la fin"],
+)
+def test_a_word_said_four_times_in_a_row_is_a_loop(text: str) -> None:
+    assert decoder_module._problem(text, 10, 100, -0.2) == "a repetition loop"
+
+
+@pytest.mark.parametrize("text", ["No, no, no, I said the kitchen.", "Bye bye.", "Turn on the fan in Niamh's office."])
+def test_a_word_said_twice_or_three_times_is_speech(text: str) -> None:
+    assert decoder_module._problem(text, 10, 100, -0.2) is None
+
+
 async def test_concurrent_requests_are_batched_without_cross_talk(engine: WhisperEngine) -> None:
     recordings = corpus()
     engine.batcher.sizes.clear()

@@ -48,7 +48,10 @@ MIN_WORD = 0.02  # seconds: the shortest a timed word may last
 PREPEND_PUNCTUATIONS = "\"'“¿([{-"  # joined to the word after them, as faster-whisper's transcribe() does
 APPEND_PUNCTUATIONS = "\"'.。,，!！?？:：”)]}、"  # joined to the word before them
 _NO_SPEECH = 0.6  # with a low log-probability too, the piece is silence
-_REPEAT = re.compile(r"\b(\w+(?:\W+\w+){2,}?)\W+\1\b", re.IGNORECASE)  # a phrase of 3+ words said twice
+_REPEATS = (  # a phrase of 3+ words said twice; a word or two said 4 times in a row ("Zone-Zone-Zone-Zone")
+    re.compile(r"\b(\w+(?:\W+\w+){2,}?)\W+\1\b", re.IGNORECASE),
+    re.compile(r"\b(\w+(?:\W+\w+)?)(?:\W+\1\b){3}", re.IGNORECASE),
+)
 
 
 @dataclass(frozen=True)
@@ -320,7 +323,7 @@ def _problem(text: str, tokens: int, limit: int, logprob: float) -> str | None:
         return "empty text"
     if tokens >= limit:
         return "a text too long for the audio"
-    if compression_ratio(text) > _MAX_COMPRESSION or _REPEAT.search(text):
+    if compression_ratio(text) > _MAX_COMPRESSION or any(repeat.search(text) for repeat in _REPEATS):
         return "a repetition loop"
     if logprob < _MIN_LOGPROB:
         return "an unlikely text"
