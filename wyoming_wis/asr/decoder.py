@@ -7,9 +7,10 @@ least 5 s of silence after it, a few times cheaper for a voice command. Whisper
 needs that silence: given no room after the speech it tends to loop or stop
 early. Only a beam search is safe there: greedy decoding in a short window changes
 words that it gets right in the full one, so a beam under FITTED_MIN_BEAM gets the
-full window (a draft, only a preview, excepted). What still looks wrong (a loop, a text too long for the audio, empty
-text where the VAD heard speech, a very unlikely text) is decoded again the
-standard way, with faster-whisper's full 30 s window and temperature fallback.
+full window (a draft, only a preview, excepted). What still looks wrong (a loop, a
+text too long for the audio, empty text where the VAD heard speech, a very unlikely
+text) is decoded again the standard way, with faster-whisper's full 30 s window and
+temperature fallback.
 
 Word times are found for the text already decoded (cross-attention alignment on
 the same encoder output), so asking for them never changes the text.
@@ -129,7 +130,7 @@ class Segment:
 class Decoded:
     text: str
     language: str
-    segments: list[Segment] = field(default_factory=list)  # from the full-window fallback only
+    segments: list[Segment] = field(default_factory=list)  # timed: from the full-window pass, or stretches apart
     retried: str | None = None  # why the short window was not trusted
     tokens: tuple[int, ...] = ()  # of `text`, from the short window
     avg_logprob: float = 0.0
