@@ -11,9 +11,11 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import wave
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +29,8 @@ from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.client import AsyncClient, AsyncTcpClient
 from wyoming.event import Event
 from wyoming.tts import Synthesize, SynthesizeVoice
+
+from wyoming_wis.scheduler import Scheduler
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "tests" / "corpus" / "ljspeech"
@@ -338,3 +342,17 @@ async def synthesize(client: AsyncClient, text: str, voice: SynthesizeVoice | No
 def rms(pcm: Pcm) -> float:
     samples = pcm.samples()
     return float(np.sqrt(np.mean(samples**2))) if len(samples) else 0.0
+
+
+@asynccontextmanager
+async def held(scheduler: Scheduler) -> AsyncIterator[threading.Event]:
+    """A scheduler's only worker, held by a call until the event is set (at the latest on leaving), so that what
+    is run inside queues behind it."""
+    release = threading.Event()
+    holding = asyncio.ensure_future(scheduler.run(release.wait, 10))
+    await asyncio.sleep(0.05)
+    try:
+        yield release
+    finally:
+        release.set()
+        await holding

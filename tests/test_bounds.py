@@ -23,6 +23,7 @@ from helpers import (
     Pcm,
     Server,
     assert_clean_log,
+    held,
     load_audio,
     read_until,
     send_audio,
@@ -318,13 +319,17 @@ async def test_a_request_that_cannot_start_before_its_client_gives_up_is_refused
     assert upload(speech).status_code == 200  # free again
 
 
-async def test_scheduler_refuses_a_call_that_would_wait_past_its_clients_patience() -> None:
+@pytest.fixture
+def scheduler() -> Iterator[Scheduler]:
+    """One worker, so that calls queue behind the first."""
     scheduler = Scheduler("test", workers=1, queue_size=8)
-    release = threading.Event()
-    try:
-        await scheduler.run(time.sleep, 0.3)  # the recent time per call: 0.3 s
-        running = asyncio.ensure_future(scheduler.run(release.wait, 10))
-        await asyncio.sleep(0.05)
+    yield scheduler
+    scheduler.close()
+
+
+async def test_scheduler_refuses_a_call_that_would_wait_past_its_clients_patience(scheduler: Scheduler) -> None:
+    await scheduler.run(time.sleep, 0.3)  # the recent time per call: 0.3 s
+    async with held(scheduler) as release:
         with patience(0.1), pytest.raises(Busy) as refused:
             await scheduler.run(lambda: "late")
         assert refused.value.retry_after >= 0.3
@@ -333,57 +338,39 @@ async def test_scheduler_refuses_a_call_that_would_wait_past_its_clients_patienc
             await asyncio.sleep(0.05)
         release.set()
         assert await waiting == "patient"
-        await running
-    finally:
-        release.set()
-        scheduler.close()
 
 
-async def test_scheduler_drops_a_call_that_waited_longer_than_its_client() -> None:
+async def test_scheduler_drops_a_call_that_waited_longer_than_its_client(scheduler: Scheduler) -> None:
     """The estimate can be wrong (no call timed yet): a call whose client has given up by the time a worker is
     free is dropped, not run."""
-    scheduler = Scheduler("test", workers=1, queue_size=8)
     ran: list[str] = []
-    try:
-        blocking = asyncio.ensure_future(scheduler.run(time.sleep, 0.5))
-        await asyncio.sleep(0.05)
-        with patience(0.1), pytest.raises(Busy):
-            await scheduler.run(ran.append, "late")
-        await blocking
-        assert ran == []
-    finally:
-        scheduler.close()
+    blocking = asyncio.ensure_future(scheduler.run(time.sleep, 0.5))
+    await asyncio.sleep(0.05)
+    with patience(0.1), pytest.raises(Busy):
+        await scheduler.run(ran.append, "late")
+    await blocking
+    assert ran == []
 
 
-async def test_scheduler_drops_a_call_that_would_end_after_its_client_leaves() -> None:
+async def test_scheduler_drops_a_call_that_would_end_after_its_client_leaves(scheduler: Scheduler) -> None:
     """Admitted while the queue looked short, a call that a worker reaches too late to finish in time is dropped
     rather than started: its client would have left before the answer."""
-    scheduler = Scheduler("test", workers=1, queue_size=8)
-    release, ran = threading.Event(), []
-    try:
-        await scheduler.run(time.sleep, 0.3)  # a call takes about 0.3 s, so a cautious 0.6 s
-        blocking = asyncio.ensure_future(scheduler.run(release.wait, 10))
-        await asyncio.sleep(0.05)
+    ran: list[str] = []
+    await scheduler.run(time.sleep, 0.3)  # a call takes about 0.3 s, so a cautious 0.6 s
+    async with held(scheduler) as release:
         with patience(2.0):  # answered in about 1.2 s, cautiously: admitted
             late = asyncio.ensure_future(scheduler.run(ran.append, "late"))
         await asyncio.sleep(1.6)  # the worker is free only 0.4 s before the client leaves
         release.set()
         with pytest.raises(Busy):
             await late
-        await blocking
-        assert ran == []
-    finally:
-        release.set()
-        scheduler.close()
+    assert ran == []
 
 
-async def test_scheduler_answers_a_late_call_whose_work_another_call_has_done() -> None:
+async def test_scheduler_answers_a_late_call_whose_work_another_call_has_done(scheduler: Scheduler) -> None:
     """Whisper's batches decode other requests' pieces: a call with nothing left to do is answered however late."""
-    scheduler = Scheduler("test", workers=1, queue_size=8)
-    release, left = threading.Event(), [1.0]
-    try:
-        blocking = asyncio.ensure_future(scheduler.run(release.wait, 10))
-        await asyncio.sleep(0.05)
+    left = [1.0]
+    async with held(scheduler) as release:
         with patience(0.1):
             done = asyncio.ensure_future(scheduler.run(lambda: "decoded by another", cost=lambda: left[0]))
         await asyncio.sleep(0.05)
@@ -391,27 +378,16 @@ async def test_scheduler_answers_a_late_call_whose_work_another_call_has_done() 
         await asyncio.sleep(0.2)
         release.set()
         assert await done == "decoded by another"
-        await blocking
-    finally:
-        release.set()
-        scheduler.close()
 
 
-async def test_scheduler_answers_the_client_that_gives_up_first_first() -> None:
+async def test_scheduler_answers_the_client_that_gives_up_first_first(scheduler: Scheduler) -> None:
     """A Willow device (10 s) queued behind an HTTP client (30 s) goes first: both can then be answered in time."""
-    scheduler = Scheduler("test", workers=1, queue_size=8)
-    release, order = threading.Event(), []
-    try:
-        blocking = asyncio.ensure_future(scheduler.run(release.wait, 10))
-        await asyncio.sleep(0.05)
+    order: list[str] = []
+    async with held(scheduler):
         with patience(30.0):
             patient = asyncio.ensure_future(scheduler.run(order.append, "patient"))
         with patience(10.0):
             hurried = asyncio.ensure_future(scheduler.run(order.append, "hurried"))
         await asyncio.sleep(0.05)
-        release.set()
-        await asyncio.gather(blocking, patient, hurried)
-        assert order == ["hurried", "patient"]
-    finally:
-        release.set()
-        scheduler.close()
+    await asyncio.gather(patient, hurried)
+    assert order == ["hurried", "patient"]

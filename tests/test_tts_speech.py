@@ -5,14 +5,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import read_until, rms
+from helpers import held, read_until, rms
 from wyoming.tts import SynthesizeChunk, SynthesizeStart, SynthesizeStop
 
 from wyoming_wis.catalog import Catalog
@@ -98,16 +97,14 @@ async def test_pieces_join_without_a_seam(joe: PiperEngine) -> None:
 async def test_waiting_listeners_go_before_one_already_listening() -> None:
     """With the worker busy, a new listener's first step starts before the next step of one with audio in hand."""
     scheduler = Scheduler("order", workers=1, queue_size=8)
+    order: list[str] = []
     try:
-        release, order = threading.Event(), []
-        blocker = asyncio.ensure_future(scheduler.run(release.wait, 10))
-        await asyncio.sleep(0.05)
-        playing = Pace(started=time.monotonic() - 5, seconds=8.0)  # 3 s of audio in hand
-        later = asyncio.ensure_future(scheduler.run(order.append, "playing", pace=playing))
-        new = asyncio.ensure_future(scheduler.run(order.append, "new", pace=Pace()))
-        await asyncio.sleep(0.05)
-        release.set()
-        await asyncio.gather(blocker, later, new)
+        async with held(scheduler):
+            playing = Pace(started=time.monotonic() - 5, seconds=8.0)  # 3 s of audio in hand
+            later = asyncio.ensure_future(scheduler.run(order.append, "playing", pace=playing))
+            new = asyncio.ensure_future(scheduler.run(order.append, "new", pace=Pace()))
+            await asyncio.sleep(0.05)
+        await asyncio.gather(later, new)
         assert order == ["new", "playing"]
     finally:
         scheduler.close()
