@@ -4,12 +4,13 @@ fallback, micro-batching, long audio, idle unload."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import CORPUS, corpus, load_audio, wer
+from helpers import CORPUS, corpus, load_audio, normalise, wer
 
 from wyoming_wis.asr import WhisperEngine
 from wyoming_wis.asr import decoder as decoder_module
@@ -101,6 +102,28 @@ def test_short_window_loop_falls_back_to_full_window(engine: WhisperEngine, monk
     assert decoded.retried is None and wer([reference], [decoded.text]) == 0, decoded
 
 
+def test_a_full_window_text_that_still_loops_is_decoded_at_the_next_temperature(
+    engine: WhisperEngine, monkeypatch
+) -> None:
+    """The full-window pass is capped to the audio's length, so a loop ends too short for faster-whisper's own
+    compression check (2.4) to fall back: ours sees it and goes on from the next temperature."""
+    path, reference = corpus()[1]
+    real, calls = engine.model.transcribe, []
+
+    def transcribe(audio: np.ndarray, **options: object) -> tuple[list, object]:
+        calls.append(options["temperature"])
+        segments, info = real(audio, **options)
+        segments = list(segments)
+        if len(calls) == 1:  # what base wrote for espeak-ng's "Il fait très froid ce matin." at temperature 0
+            segments = [dataclasses.replace(segments[0], text=" de la fin de la fin de la fin de", temperature=0.0)]
+        return segments, info
+
+    monkeypatch.setattr(engine.model, "transcribe", transcribe)
+    decoded = engine.decoder._full_window(Job(samples(path), Options("en"), ()), "en", "a test")
+    assert calls == [list(decoder_module.FALLBACK_TEMPERATURES), list(decoder_module.FALLBACK_TEMPERATURES[1:])]
+    assert wer([reference], [decoded.text]) == 0, decoded.text
+
+
 @pytest.mark.parametrize(  # loops that reached final texts in bench/accuracy.py (espeak-ng German, Spanish, French)
     "text",
     ["das Metasthoi-Zone-Zone-Zone-Zone-", "100.00.00.00.00.00.00.00", "les inféprés de la fin de la fin de la fin"],
@@ -146,10 +169,12 @@ def recordings() -> list[tuple[str, np.ndarray, str]]:
     ]
 
 
-def test_a_beam_under_five_is_decoded_in_the_full_window() -> None:
-    """Greedy decoding in a fitted window changes words (issue 20): only a beam search gets one."""
+def test_a_beam_under_five_and_translation_are_decoded_in_the_full_window() -> None:
+    """Greedy decoding in a fitted window changes words, and translation there is worse (issue 20): only a
+    beam search that transcribes gets one."""
     command = np.zeros(2 * RATE, dtype=np.float32)
     assert Job(command, Options(None, beam_size=1), ()).window == decoder_module.FULL_WINDOW
+    assert Job(command, Options(None, "translate", beam_size=5), ()).window == decoder_module.FULL_WINDOW
     assert Job(command, Options(None, beam_size=5), ()).window == decoder_module.MIN_WINDOW
     assert Job(command, Options(None, beam_size=1, draft=True), ()).window == decoder_module.MIN_WINDOW
 
@@ -189,6 +214,40 @@ async def test_no_sentence_is_lost_when_the_language_changes(engine: WhisperEngi
     assert german is not None and wer([GERMAN], [german.text]) < 0.3, transcript.segments
     assert wer([f"{english} {GERMAN}"], [transcript.text]) < 0.25, transcript.text
     assert transcript.language == "en"
+
+
+ROOM = "Bitte schalte das Licht im Wohnzimmer aus."  # 7 words, about 2.7 s
+
+
+async def test_speech_that_the_text_leaves_out_is_decoded_on_its_own(engine: WhisperEngine) -> None:
+    """English, a short German request, English, language not given: the whole is surely English, and decoded in
+    English Whisper leaves the German out (faster-whisper's transcribe() too). The words' times show a stretch
+    of speech without words; decoded on its own, its text goes where it was said."""
+    (first, before), (last, after) = corpus()[4], corpus()[7]
+    german = espeak(ROOM, "de")
+    audio = np.concatenate([samples(first), silence(1.0), german, silence(1.0), samples(last)])
+    transcript = await engine.transcribe(audio, engine.options())
+    start = (len(samples(first)) + RATE) / RATE
+    end = start + len(german) / RATE
+    middle = [s for s in transcript.segments if start <= (s.start + s.end) / 2 <= end]
+    assert {"licht", "wohnzimmer"} <= set(normalise(" ".join(s.text for s in middle)).split()), transcript.segments
+    english = " ".join(s.text for s in transcript.segments if s not in middle)
+    assert wer([f"{before} {after}"], [english]) < 0.1, english
+    assert transcript.language == "en"
+
+    asked = await engine.transcribe(audio, engine.options("en"))  # English asked for: German stays out
+    assert "wohnzimmer" not in normalise(asked.text) and wer([f"{before} {after}"], [asked.text]) < 0.1, asked.text
+
+
+async def test_a_language_detected_unsurely_in_a_short_window_is_detected_in_the_full_one(
+    engine: WhisperEngine,
+) -> None:
+    """In its fitted 10 s window base takes this German greeting for Vietnamese (40 %), and decoding it so
+    writes nothing; in Whisper's 30 s window it hears German, as faster-whisper's transcribe() does."""
+    greeting = "Guten Morgen, wie geht es dir heute?"
+    transcript = await engine.transcribe(espeak(greeting, "de"), engine.options())
+    assert transcript.language == "de"
+    assert wer([greeting], [transcript.text]) <= 0.3, transcript.text
 
 
 async def test_idle_model_is_unloaded_and_reloaded(engine: WhisperEngine) -> None:

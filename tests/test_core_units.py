@@ -12,6 +12,8 @@ import numpy as np
 import pytest
 from helpers import corpus, load_audio
 
+from wyoming_wis.asr import assemble
+from wyoming_wis.asr.decoder import Decoded, Word
 from wyoming_wis.audio import AudioFormat, PcmConverter
 from wyoming_wis.catalog import Catalog
 from wyoming_wis.config import Settings
@@ -94,3 +96,34 @@ def test_multi_speaker_voice_lists_and_resolves_speakers(tmp_path: Path) -> None
         assert engine.format == AudioFormat(22050, 2, 1)
     finally:
         engine.close()
+
+
+def test_a_stretch_of_speech_the_words_leave_out_is_found_and_filled() -> None:
+    """Aligned to audio that holds a sentence it left out, a text draws a word across that stretch; the stretch
+    is found, and the text decoded for it goes between the words before and after it, each word in its place."""
+    rate = 16000
+    piece, stretches = (0, 16 * rate), [(0, 6 * rate), (6 * rate, 10 * rate), (10 * rate, 16 * rate)]
+    words = [(0.2, 0.6, " Turn"), (0.6, 0.8, " on"), (0.8, 5.0, " the"), (5.0, 5.8, " lights."), (6.1, 10.4, " And")]
+    words += [(10.4, 11.0, " lock"), (11.0, 11.3, " the"), (11.3, 12.0, " door.")]
+    text = "".join(word for _, _, word in words).strip()
+    result = Decoded(text, "en", words=tuple(Word(*word) for word in words))
+    assert assemble.unheard(piece, stretches, result) == [stretches[1]]  # one word's middle in 4 s of speech
+
+    part = Decoded("Bitte schalte das Licht aus.", "de", words=(Word(0.5, 1.0, " Bitte"), Word(1.0, 3.0, " aus.")))
+    whole = assemble.filled(piece, result, [(stretches[1], part)])
+    assert whole.text == "Turn on the lights. Bitte schalte das Licht aus. And lock the door."
+    assert [(s.start, s.end) for s in whole.segments] == [(0.0, 6.0), (6.0, 10.0), (10.0, 16.0)]
+    assert [w.word for s in whole.segments for w in s.words] == [
+        " Turn",
+        " on",
+        " the",
+        " lights.",
+        " Bitte",
+        " aus.",
+        " And",
+        " lock",
+        " the",
+        " door.",
+    ]
+    assert whole.segments[2].words[0].start == 10.0  # the word drawn across the stretch starts after it
+    assert all(s.start <= w.start < w.end <= s.end for s in whole.segments for w in s.words)

@@ -5,12 +5,17 @@ that window costs the same for a 2 s command as for 30 s of speech. Here each
 piece gets the smallest window of 10, 15, 20, 25 or 30 s that holds it with at
 least 5 s of silence after it, a few times cheaper for a voice command. Whisper
 needs that silence: given no room after the speech it tends to loop or stop
-early. Only a beam search is safe there: greedy decoding in a short window changes
-words that it gets right in the full one, so a beam under FITTED_MIN_BEAM gets the
-full window (a draft, only a preview, excepted). What still looks wrong (a loop, a
+early. Only a beam search that transcribes is safe there: greedy decoding in a short
+window changes words that it gets right in the full one, and translation is worse in
+it, so a beam under FITTED_MIN_BEAM and the task `translate` get the full window (a
+draft, only a preview, excepted). What still looks wrong (a loop, a
 text too long for the audio, empty text where the VAD heard speech, a very unlikely
 text) is decoded again the standard way, with faster-whisper's full 30 s window and
 temperature fallback.
+
+A language detected without much certainty in a short window is detected again
+in the full one: the two disagree only then, and the full one is what Whisper
+was trained on.
 
 Word times are found for the text already decoded (cross-attention alignment on
 the same encoder output), so asking for them never changes the text.
@@ -45,6 +50,8 @@ PROMPT_CHARS = 16 * MAX_PROMPT_TOKENS  # the end of a prompt that holds its last
 _TOKENS_PER_SECOND = 10  # more than any speech needs; a text longer than that is a loop
 _MAX_COMPRESSION = 2.0  # gzip ratio above which a text is repetitive (Whisper uses 2.4 on 30 s)
 _MIN_LOGPROB = -1.0  # mean token log-probability below which a text is a guess
+SURE_LANGUAGE = 0.7  # detected in a short window less surely than this: detected again in the full one
+FALLBACK_TEMPERATURES = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)  # faster-whisper's, tried in turn while a text fails
 MIN_WORD = 0.02  # seconds: the shortest a timed word may last
 PREPEND_PUNCTUATIONS = "\"'“¿([{-"  # joined to the word after them, as faster-whisper's transcribe() does
 APPEND_PUNCTUATIONS = "\"'.。,，!！?？:：”)]}、"  # joined to the word before them
@@ -81,22 +88,23 @@ class Job:
     audio: np.ndarray  # 16 kHz mono float32
     options: Options
     prompt_tokens: tuple[int, ...]  # bias text, tokenised
+    align: bool = False  # time the text's words: asked for, or to find speech that the text left out
 
     @property
     def window(self) -> int:
         """Seconds of Whisper window this piece is decoded in."""
-        beam = self.options.beam_size
-        if not self.options.draft and beam is not None and beam < FITTED_MIN_BEAM:
+        options = self.options
+        narrow = options.beam_size is not None and options.beam_size < FITTED_MIN_BEAM
+        if not options.draft and (narrow or options.task == "translate"):
             return FULL_WINDOW
         return window_seconds(len(self.audio) / WHISPER_RATE)
 
     @property
-    def batch_key(self) -> tuple[int, int, bool, bool, bool, int | None]:
+    def batch_key(self) -> tuple[int, int, bool, bool, int | None]:
         """Jobs with the same key can share one CTranslate2 call: same window size, same search,
-        the transcript starting at the same position, and word times for all or none."""
+        and the transcript starting at the same position."""
         options = self.options
-        key = self.window, len(self.prompt_tokens), options.draft, options.standard, options.words, options.beam_size
-        return key
+        return self.window, len(self.prompt_tokens), options.draft, options.standard, options.beam_size
 
 
 @dataclass(frozen=True)
@@ -201,28 +209,34 @@ class Decoder:
             else:
                 scores = {"tokens": tuple(tokens), "avg_logprob": logprob, "no_speech_prob": no_speech}
                 decoded.append(Decoded(text, language, **scores, language_probability=probability))
-        if jobs[0].options.words:
+        if any(job.align for job in jobs):
             decoded = self._time_words(jobs, encoded, tokenizers, decoded)
         return decoded
 
     def _time_words(
         self, jobs: list[Job], encoded: object, tokenizers: list[Tokenizer], decoded: list[Decoded]
     ) -> list[Decoded]:
-        """Time the words of the texts decoded in the short window, in one alignment over the whole batch.
+        """Time the words of the texts decoded in the short window, in one alignment over the whole batch
+        for each language in it.
 
         Pieces decoded again in the full window have their times from that pass already.
         """
-        todo = [index for index, result in enumerate(decoded) if result.tokens and not result.segments]
-        if not todo:
-            return decoded
-        # every row of the batch is aligned (rows with no text get a stand-in token); only the texts' count
-        rows = [list(decoded[index].tokens) if index in todo else [tokenizers[index].eot] for index in range(len(jobs))]
         frames = [len(job.audio) // self.whisper.feature_extractor.hop_length for job in jobs]
-        alignments = self.whisper.find_alignment(tokenizers[todo[0]], rows, encoded, frames)
         timed = list(decoded)
-        for index in todo:
-            seconds = len(jobs[index].audio) / WHISPER_RATE
-            timed[index] = replace(decoded[index], words=_words(alignments[index], seconds))
+        for tokenizer in dict.fromkeys(tokenizers):
+            todo = [
+                index
+                for index, (job, result) in enumerate(zip(jobs, decoded, strict=True))
+                if job.align and result.tokens and not result.segments and tokenizers[index] is tokenizer
+            ]
+            if not todo:
+                continue
+            # every row of the batch is aligned (other rows get a stand-in token); only these texts' count
+            rows = [list(decoded[index].tokens) if index in todo else [tokenizer.eot] for index in range(len(jobs))]
+            alignments = self.whisper.find_alignment(tokenizer, rows, encoded, frames)
+            for index in todo:
+                seconds = len(jobs[index].audio) / WHISPER_RATE
+                timed[index] = replace(decoded[index], words=_words(alignments[index], seconds))
         return timed
 
     def warm_up(self) -> None:
@@ -233,8 +247,28 @@ class Decoder:
         self.whisper.model.generate(encoded, [prompt], beam_size=self.beam_size, max_length=len(prompt) + 4)
 
     def _full_window(self, job: Job, language: str | None, problem: str) -> Decoded:
-        """The standard faster-whisper pass: 30 s window, temperature fallback (or the request's temperature)."""
+        """The standard faster-whisper pass: 30 s window, temperature fallback (or the request's temperature).
+
+        Its output is capped as ours is, so a loop that faster-whisper would let run long enough to compress
+        well (and fall back) ends short: a text that still loops is decoded again at the next temperature.
+        """
         _LOGGER.debug("Decoding %.1f s in the full window: %s", len(job.audio) / 16e3, problem)
+        limit = min(_max_new_tokens(job), FULL_WINDOW_TOKENS)  # a loop ends where speech would
+        temperatures = (job.options.temperature,) if job.options.temperature else FALLBACK_TEMPERATURES
+        tried = []
+        while temperatures:
+            result = self._standard(job, language, problem, temperatures, limit)
+            if not _loops(result.text, sum(len(segment.tokens) for segment in result.segments), limit):
+                return result
+            tried.append(result)
+            used = max((segment.temperature for segment in result.segments), default=temperatures[0])
+            temperatures = tuple(temperature for temperature in temperatures if temperature > used)
+        return min(tried, key=lambda result: compression_ratio(result.text))  # the least repetitive
+
+    def _standard(
+        self, job: Job, language: str | None, problem: str, temperatures: tuple[float, ...], limit: int
+    ) -> Decoded:
+        """One faster-whisper transcribe() of the job, falling back through `temperatures` as it does."""
         pieces, info = self.whisper.transcribe(
             job.audio,
             language=job.options.language or language,
@@ -242,9 +276,9 @@ class Decoder:
             beam_size=self._beam_size(job.options),
             initial_prompt=job.options.prompt or None,
             condition_on_previous_text=False,
-            max_new_tokens=min(_max_new_tokens(job), FULL_WINDOW_TOKENS),  # a loop ends where speech would
-            word_timestamps=job.options.words,
-            **({"temperature": job.options.temperature} if job.options.temperature else {}),
+            max_new_tokens=limit,
+            word_timestamps=job.align,
+            temperature=list(temperatures),
         )
         segments = [
             Segment(
@@ -256,7 +290,7 @@ class Decoder:
                 piece.compression_ratio,
                 piece.no_speech_prob,
                 piece.temperature or 0.0,
-                _tidy([(word.start, word.end, word.word) for word in piece.words or ()], piece.start, piece.end),
+                tidy([(word.start, word.end, word.word) for word in piece.words or ()], piece.start, piece.end),
             )
             for piece in pieces
         ]
@@ -277,10 +311,16 @@ class Decoder:
             return ["en"] * len(jobs), [1.0] * len(jobs)
         if all(job.options.language for job in jobs):
             return [job.options.language for job in jobs], [1.0] * len(jobs)  # type: ignore[misc]
-        detected = self.whisper.model.detect_language(encoded)
+        detected = [found[0] for found in self.whisper.model.detect_language(encoded)]
+        unsure = [index for index, (token, probability) in enumerate(detected) if probability < SURE_LANGUAGE]
+        if unsure and max(job.window for job in jobs) < FULL_WINDOW:
+            window = FULL_WINDOW * WHISPER_RATE
+            full = self.whisper.encode(np.stack([self._features(jobs[index].audio, window) for index in unsure]))
+            for index, found in zip(unsure, self.whisper.model.detect_language(full), strict=True):
+                detected[index] = found[0]
         rows = list(zip(jobs, detected, strict=True))
-        languages = [job.options.language or found[0][0][2:-2] for job, found in rows]
-        return languages, [1.0 if job.options.language else found[0][1] for job, found in rows]
+        languages = [job.options.language or token[2:-2] for job, (token, _) in rows]
+        return languages, [1.0 if job.options.language else probability for job, (_, probability) in rows]
 
     def _tokenizer(self, task: str, language: str) -> Tokenizer:
         key = (task, language)
@@ -299,10 +339,10 @@ class Decoder:
 def _words(alignment: list[dict], seconds: float) -> tuple[Word, ...]:
     """Words from an alignment of a piece `seconds` long, punctuation joined to its word as Whisper does."""
     merge_punctuations(alignment, PREPEND_PUNCTUATIONS, APPEND_PUNCTUATIONS)
-    return _tidy([(float(t["start"]), float(t["end"]), t["word"]) for t in alignment], 0.0, seconds)
+    return tidy([(float(t["start"]), float(t["end"]), t["word"]) for t in alignment], 0.0, seconds)
 
 
-def _tidy(words: Sequence[tuple[float, float, str]], start: float, end: float) -> tuple[Word, ...]:
+def tidy(words: Sequence[tuple[float, float, str]], start: float, end: float) -> tuple[Word, ...]:
     """Words in order, none before the one ahead of it, each lasting at least MIN_WORD inside [start, end]
     (an alignment may give a word no time at all)."""
     tidy: list[Word] = []
@@ -322,12 +362,19 @@ def _problem(text: str, tokens: int, limit: int, logprob: float) -> str | None:
     """Why a short-window text should not be trusted, or None."""
     if not text:
         return "empty text"
+    if loop := _loops(text, tokens, limit):
+        return loop
+    if logprob < _MIN_LOGPROB:
+        return "an unlikely text"
+    return None
+
+
+def _loops(text: str, tokens: int, limit: int) -> str | None:
+    """How a text shows a decoding loop, or None."""
     if tokens >= limit:
         return "a text too long for the audio"
     if compression_ratio(text) > _MAX_COMPRESSION or any(repeat.search(text) for repeat in _REPEATS):
         return "a repetition loop"
-    if logprob < _MIN_LOGPROB:
-        return "an unlikely text"
     return None
 
 

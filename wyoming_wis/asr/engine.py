@@ -15,7 +15,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 
 import numpy as np
 from faster_whisper import WhisperModel
@@ -27,8 +27,10 @@ from ..errors import BadRequest, UnsupportedLanguage
 from ..languages import OLDER_CODES, whisper_code
 from ..runtime import Runtime
 from ..scheduler import Scheduler
+from . import assemble
+from .assemble import Transcript
 from .batcher import Batcher, Slot
-from .decoder import Decoded, Decoder, Job, Options, Segment, Word, compression_ratio
+from .decoder import Decoded, Decoder, Job, Options
 from .vad import Piece, SpeechDetector
 
 _LOGGER = logging.getLogger(__name__)
@@ -41,19 +43,6 @@ PIECE_COST = 1.0  # to decode a piece (its window, the prompt, the first tokens)
 SCORE_COST = 1.0  # to score new audio for speech (a thread hop, the VAD's state)
 MIXED = 0.95  # a piece's language detected less surely than this: it may hold two, and is decoded by stretch
 PROMPT_CACHE = 64  # tokenised prompts kept: the server's own, and the few that each client repeats
-
-
-@dataclass(frozen=True)
-class Transcript:
-    text: str
-    language: str | None  # forced or detected; None only when nothing was said and detection is on
-    duration: float  # seconds of audio
-    segments: list[Segment] = field(default_factory=list)
-
-    @property
-    def words(self) -> list[Word]:
-        """Every word with its time; empty unless the request asked for word times."""
-        return [word for segment in self.segments for word in segment.words]
 
 
 @dataclass(frozen=True)
@@ -179,54 +168,99 @@ class WhisperEngine:
         """Transcribe 16 kHz mono float32 audio of any length."""
         detector = SpeechDetector()
         await self.score(detector, audio)
-        return await self.transcribe_pieces(audio, detector.pieces(len(audio)), options)
+        return await self.transcribe_pieces(audio, detector, detector.pieces(len(audio)), options)
 
     async def score(self, detector: SpeechDetector, audio: np.ndarray) -> None:
         """Score the speech in `audio` that `detector` has not seen yet, in the VAD's threads."""
         await self.vad.run(detector.update, audio, cost=(len(audio) - detector.scored) / WHISPER_RATE + SCORE_COST)
 
     async def transcribe_pieces(
-        self, audio: np.ndarray, pieces: list[Piece], options: Options, known: dict[Piece, Decoded] | None = None
+        self,
+        audio: np.ndarray,
+        detector: SpeechDetector,
+        pieces: list[Piece],
+        options: Options,
+        known: dict[Piece, Decoded] | None = None,
     ) -> Transcript:
-        """Decode the pieces of `audio` not in `known` (and add them to it); the rest is silence."""
+        """Decode the pieces of `audio` (as `detector` found them) not in `known`, and add them to it.
+
+        The rest of the audio is silence. No speech is left out: a piece whose language was not surely one is
+        decoded stretch by stretch, and a stretch that a piece's text leaves out is decoded again on its own.
+        """
         known = {} if known is None else known
         todo = [piece for piece in pieces if piece not in known]
         if todo:
-            decoded = dict(zip(todo, await self._decode_pieces(audio, todo, options), strict=True))
-            auto = not options.language and not options.draft  # a draft is only a preview
+            every = detector.pieces(len(audio), joined=False)
+            stretches = {piece: assemble.inside(piece, every) for piece in todo}
+            checked = not options.draft  # a draft is only a preview
+            aligned = [checked and len(stretches[piece]) > 1 for piece in todo]
+            decoded = dict(zip(todo, await self._decode_pieces(audio, todo, options, aligned), strict=True))
+            auto = checked and not options.language
             mixed = [piece for piece in todo if auto and decoded[piece].language_probability < MIXED]
-            decoded.update(await self._apart(audio, mixed, options))
+            decoded.update(await self._apart(audio, {piece: stretches[piece] for piece in mixed}, options))
+            gaps = {
+                piece: assemble.unheard(piece, stretches[piece], decoded[piece])
+                for piece, align in zip(todo, aligned, strict=True)
+                if align and piece not in mixed and decoded[piece].text  # no text: Whisper heard no speech
+            }
+            decoded.update(await self._fill(audio, gaps, decoded, options))
             known.update(decoded)
-        return _transcript(pieces, [known[piece] for piece in pieces], len(audio), options)
+        return assemble.transcript(pieces, [known[piece] for piece in pieces], len(audio), options)
 
-    async def _decode_pieces(self, audio: np.ndarray, pieces: list[Piece], options: Options) -> list[Decoded]:
-        """Decode pieces of `audio` in the model's batches."""
+    async def _decode_pieces(
+        self, audio: np.ndarray, pieces: list[Piece], options: Options, aligned: Sequence[bool] = ()
+    ) -> list[Decoded]:
+        """Decode pieces of `audio` in the model's batches; `aligned` says which need their words timed."""
         prompt = await self._prompt_tokens(options.prompt)
-        slots = self.batcher.submit([Job(audio[start:end], options, prompt) for start, end in pieces])
+        aligned = aligned or [False] * len(pieces)
+        jobs = [
+            Job(audio[start:end], options, prompt, align=options.words or align)
+            for (start, end), align in zip(pieces, aligned, strict=True)
+        ]
+        slots = self.batcher.submit(jobs)
         try:
             return await self.scheduler.run(self.batcher.process, slots, cost=lambda: _left(slots))
         except BaseException:
             self.batcher.cancel(slots)
             raise
 
-    async def _apart(self, audio: np.ndarray, pieces: list[Piece], options: Options) -> dict[Piece, Decoded]:
-        """Decode each stretch of speech in `pieces` on its own, each in the language detected for it.
+    async def _apart(
+        self, audio: np.ndarray, stretches: dict[Piece, list[Piece]], options: Options
+    ) -> dict[Piece, Decoded]:
+        """Decode each stretch of speech of the pieces in `stretches` on its own, each in the language detected
+        for it.
 
         A piece joined across pauses whose language was detected without much certainty may be two languages,
         and decoded in one, the other's words are lost (Whisper leaves them out rather than translate them).
         """
-        stretches: dict[Piece, list[Piece]] = {}
-        for start, end in pieces:
-            detector = SpeechDetector()
-            await self.score(detector, audio[start:end])
-            found = [(start + first, start + last) for first, last in detector.pieces(end - start, joined=False)]
-            if len(found) > 1:
-                stretches[(start, end)] = found
+        stretches = {piece: found for piece, found in stretches.items() if len(found) > 1}
         every = [stretch for found in stretches.values() for stretch in found]
         if not every:
             return {}
         decoded = dict(zip(every, await self._decode_pieces(audio, every, options), strict=True))
-        return {piece: _joined(piece, [(part, decoded[part]) for part in found]) for piece, found in stretches.items()}
+        return {
+            piece: assemble.joined(piece, [(part, decoded[part]) for part in found])
+            for piece, found in stretches.items()
+        }
+
+    async def _fill(
+        self, audio: np.ndarray, gaps: dict[Piece, list[Piece]], decoded: dict[Piece, Decoded], options: Options
+    ) -> dict[Piece, Decoded]:
+        """Decode the stretches that the pieces' texts left out on their own, and put their text in place.
+
+        Each stretch's language is detected: with a language given, one in another language stays out, as
+        Whisper left it (the request asked for that language only), and one in that language goes in.
+        """
+        gaps = {piece: found for piece, found in gaps.items() if found}
+        every = [gap for found in gaps.values() for gap in found]
+        if not every:
+            return {}
+        decoded_apart = await self._decode_pieces(audio, every, replace(options, language=None))
+        wanted = options.language
+        kept = {gap: part for gap, part in zip(every, decoded_apart, strict=True) if wanted in (None, part.language)}
+        _LOGGER.debug("Decoded %d stretches of speech that the text left out; %d kept", len(every), len(kept))
+        filled = {piece: [(gap, kept[gap]) for gap in found if gap in kept] for piece, found in gaps.items()}
+        return {piece: assemble.filled(piece, decoded[piece], parts) for piece, parts in filled.items() if parts}
 
     async def _prompt_tokens(self, prompt: str) -> tuple[int, ...]:
         """The prompt's tokens, tokenised in a worker thread the first time, kept for the next PROMPT_CACHE."""
@@ -307,44 +341,3 @@ def _check_bias(names: Sequence[str], terms: Sequence[str], text: str | None) ->
             raise BadRequest(f"{len(words)} transcript {kind}; the limit is {MAX_WORDS}")
         if any(len(word) > MAX_WORD_CHARS for word in words):
             raise BadRequest(f"A transcript {kind[:-1]} is longer than {MAX_WORD_CHARS} characters")
-
-
-def _segments(result: Decoded, seconds: float) -> list[Segment]:
-    """A piece's decoded text as timed segments, from the piece's start; `seconds` is its length."""
-    if result.segments:  # timed by the full-window pass
-        return [segment for segment in result.segments if segment.text]
-    if not result.text:
-        return []
-    return [
-        Segment(
-            0.0,
-            seconds,
-            result.text,
-            result.tokens,
-            result.avg_logprob,
-            compression_ratio(result.text),
-            result.no_speech_prob,
-            words=result.words,
-        )
-    ]
-
-
-def _joined(piece: Piece, parts: list[tuple[Piece, Decoded]]) -> Decoded:
-    """The piece's result made of its parts' (each decoded on its own), in the language of the first with text."""
-    segments = [
-        segment.shifted((start - piece[0]) / WHISPER_RATE)
-        for (start, end), result in parts
-        for segment in _segments(result, (end - start) / WHISPER_RATE)
-    ]
-    language = next((result.language for _, result in parts if result.text), parts[0][1].language)
-    return Decoded(" ".join(segment.text for segment in segments), language, segments)
-
-
-def _transcript(pieces: list[Piece], decoded: list[Decoded], samples: int, options: Options) -> Transcript:
-    segments = [
-        segment.shifted(start / WHISPER_RATE)
-        for (start, end), result in zip(pieces, decoded, strict=True)
-        for segment in _segments(result, (end - start) / WHISPER_RATE)
-    ]
-    language = next((result.language for result in decoded if result.text), options.language)
-    return Transcript(" ".join(segment.text for segment in segments), language, samples / WHISPER_RATE, segments)

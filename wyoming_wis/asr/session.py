@@ -187,7 +187,7 @@ class AsrSession:
         pieces = self._detector.pieces(len(audio))
         if self._latest is not None and self._latest[0] == pieces:
             return self._latest[1]
-        transcript = await self.engine.transcribe_pieces(audio, pieces, self.options, self._known)
+        transcript = await self.engine.transcribe_pieces(audio, self._detector, pieces, self.options, self._known)
         self._latest = (pieces, transcript)
         return transcript
 
@@ -202,14 +202,14 @@ class AsrSession:
         group = 1
         while len(todo) > group:
             end = todo[group - 1] + 1
-            prefix = await self.engine.transcribe_pieces(audio, pieces[:end], self.options, self._known)
+            prefix = await self.engine.transcribe_pieces(audio, self._detector, pieces[:end], self.options, self._known)
             await self._publish(prefix.text, final=True)
             todo, group = todo[group:], self.engine.batcher.max_batch
 
     async def _draft(self, audio: np.ndarray) -> Transcript:
         pieces = self._detector.pieces(len(audio))
         options = dataclasses.replace(self.options, draft=True)
-        return await self.engine.transcribe_pieces(audio, pieces, options, self._drafts)
+        return await self.engine.transcribe_pieces(audio, self._detector, pieces, options, self._drafts)
 
     async def _publish(self, text: str, final: bool) -> None:
         if self._on_text is not None and (new := self._stable.update(text, final)):

@@ -1,0 +1,123 @@
+"""A request's transcript from its pieces' results, and the speech a piece's text left out.
+
+A piece is decoded whole (one short window, or the full-window pass), but it is made of stretches of speech
+between pauses. Whisper may write nothing for one of them (a sentence in another language, mostly), and then
+the text's words, aligned to the audio, leave that stretch almost empty: `unheard` finds it, the engine decodes
+it on its own, and `filled` puts its text back between the words around it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from ..audio import WHISPER_RATE
+from .decoder import Decoded, Options, Segment, Word, compression_ratio, tidy
+from .vad import Piece
+
+HEARD_RATE = 0.5  # words a second: a stretch of speech with fewer words in the text than this was left out
+
+
+@dataclass(frozen=True)
+class Transcript:
+    text: str
+    language: str | None  # forced or detected; None only when nothing was said and detection is on
+    duration: float  # seconds of audio
+    segments: list[Segment] = field(default_factory=list)
+
+    @property
+    def words(self) -> list[Word]:
+        """Every word with its time; empty unless the request asked for word times."""
+        return [word for segment in self.segments for word in segment.words]
+
+
+def segments(result: Decoded, seconds: float) -> list[Segment]:
+    """A piece's decoded text as timed segments, from the piece's start; `seconds` is its length."""
+    if result.segments:  # timed by the full-window pass, or made of stretches
+        return [segment for segment in result.segments if segment.text]
+    if not result.text:
+        return []
+    return [
+        Segment(
+            0.0,
+            seconds,
+            result.text,
+            result.tokens,
+            result.avg_logprob,
+            compression_ratio(result.text),
+            result.no_speech_prob,
+            words=result.words,
+        )
+    ]
+
+
+def inside(piece: Piece, stretches: list[Piece]) -> list[Piece]:
+    """The stretches of speech (the VAD's, not joined across pauses) that make up `piece`."""
+    return [stretch for stretch in stretches if stretch[0] >= piece[0] and stretch[1] <= piece[1]]
+
+
+def unheard(piece: Piece, stretches: list[Piece], result: Decoded) -> list[Piece]:
+    """The stretches of `piece` that its text's words (aligned) leave almost empty: fewer than HEARD_RATE a second.
+
+    A stretch left out is not wordless in the alignment: the word before or after it is drawn across it, so
+    words are counted by their middles, and a stretch of a few seconds holding one is still left out.
+    """
+    words = [word for segment in segments(result, (piece[1] - piece[0]) / WHISPER_RATE) for word in segment.words]
+    left_out = []
+    for start, end in stretches:
+        first, last = (start - piece[0]) / WHISPER_RATE, (end - piece[0]) / WHISPER_RATE
+        said = sum(first <= (word.start + word.end) / 2 < last for word in words)
+        if said < (last - first) * HEARD_RATE:
+            left_out.append((start, end))
+    return left_out
+
+
+def filled(piece: Piece, result: Decoded, parts: list[tuple[Piece, Decoded]]) -> Decoded:
+    """`result` with each part's text (a stretch decoded on its own) put between the words around it.
+
+    A word goes before a part if it starts before the part does: the word drawn across a left-out stretch
+    is the one after it, placed too early.
+    """
+    seconds = (piece[1] - piece[0]) / WHISPER_RATE
+    words = [word for segment in segments(result, seconds) for word in segment.words]
+    out: list[Segment] = []
+    at = 0.0
+
+    def heard(until: float) -> None:
+        nonlocal words
+        before = [word for word in words if word.start < until]
+        words = words[len(before) :]
+        if text := "".join(word.word for word in before).strip():
+            timed = tidy([(word.start, word.end, word.word) for word in before], at, until)
+            out.append(Segment(at, until, text, (), result.avg_logprob, compression_ratio(text), words=timed))
+
+    for (start, end), part in parts:
+        first, last = (start - piece[0]) / WHISPER_RATE, (end - piece[0]) / WHISPER_RATE
+        heard(first)
+        out += [segment.shifted(first) for segment in segments(part, last - first)]
+        at = last
+    heard(seconds)
+    return replace(result, text=" ".join(segment.text for segment in out), segments=out)
+
+
+def joined(piece: Piece, parts: list[tuple[Piece, Decoded]]) -> Decoded:
+    """The piece's result made of its parts' (each decoded on its own), in the language of the first with text."""
+    out = [
+        segment.shifted((start - piece[0]) / WHISPER_RATE)
+        for (start, end), result in parts
+        for segment in segments(result, (end - start) / WHISPER_RATE)
+    ]
+    language = next((result.language for _, result in parts if result.text), parts[0][1].language)
+    return Decoded(" ".join(segment.text for segment in out), language, out)
+
+
+def transcript(pieces: list[Piece], decoded: list[Decoded], samples: int, options: Options) -> Transcript:
+    """The whole request's transcript; word times only if the request asked for them."""
+    out = [
+        segment.shifted(start / WHISPER_RATE)
+        for (start, end), result in zip(pieces, decoded, strict=True)
+        for segment in segments(result, (end - start) / WHISPER_RATE)
+    ]
+    if not options.words:  # words aligned only to find speech left out
+        out = [replace(segment, words=()) for segment in out]
+    language = next((result.language for result in decoded if result.text), options.language)
+    return Transcript(" ".join(segment.text for segment in out), language, samples / WHISPER_RATE, out)
