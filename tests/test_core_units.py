@@ -127,3 +127,10 @@ def test_a_stretch_of_speech_the_words_leave_out_is_found_and_filled() -> None:
     ]
     assert whole.segments[2].words[0].start == 10.0  # the word drawn across the stretch starts after it
     assert all(s.start <= w.start < w.end <= s.end for s in whole.segments for w in s.words)
+
+    # a stretch with little said in it, and nothing left out: its words are not written twice
+    said = (*result.words[:4], Word(7.0, 7.4, " Yes."), *result.words[5:])
+    quiet = Decoded("Turn on the lights. Yes. lock the door.", "en", words=said)
+    assert assemble.unheard(piece, stretches, quiet) == [stretches[1]]
+    again = Decoded("Yes.", "en", words=(Word(1.0, 1.4, " Yes."),))
+    assert assemble.filled(piece, quiet, [(stretches[1], again)]).text == quiet.text

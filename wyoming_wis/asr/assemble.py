@@ -75,7 +75,8 @@ def filled(piece: Piece, result: Decoded, parts: list[tuple[Piece, Decoded]]) ->
     """`result` with each part's text (a stretch decoded on its own) put between the words around it.
 
     A word goes before a part if it starts before the part does: the word drawn across a left-out stretch
-    is the one after it, placed too early.
+    is the one after it, placed too early. Words said inside the stretch (their middle in it, lasting less
+    than half of it) give way to the part's, which were decoded from the same audio.
     """
     seconds = (piece[1] - piece[0]) / WHISPER_RATE
     words = [word for segment in segments(result, seconds) for word in segment.words]
@@ -93,10 +94,15 @@ def filled(piece: Piece, result: Decoded, parts: list[tuple[Piece, Decoded]]) ->
     for (start, end), part in parts:
         first, last = (start - piece[0]) / WHISPER_RATE, (end - piece[0]) / WHISPER_RATE
         heard(first)
+        words = [word for word in words if not _said_inside(word, first, last)]
         out += [segment.shifted(first) for segment in segments(part, last - first)]
         at = last
     heard(seconds)
     return replace(result, text=" ".join(segment.text for segment in out), segments=out)
+
+
+def _said_inside(word: Word, first: float, last: float) -> bool:
+    return first <= (word.start + word.end) / 2 < last and word.end - word.start < (last - first) / 2
 
 
 def joined(piece: Piece, parts: list[tuple[Piece, Decoded]]) -> Decoded:
