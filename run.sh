@@ -10,6 +10,7 @@
 #   ./run.sh bench soak [FLAGS...]           every frontend under 16 clients for 12 minutes (bench/soak.py)
 #   ./run.sh bench abuse [FLAGS...]          the attacks of issue 19, one after another, for 10 minutes (bench/abuse.py)
 #   ./run.sh bench accuracy [FLAGS...]       our transcripts against faster-whisper's transcribe(), per utterance (bench/accuracy.py)
+#   ./run.sh bench paths [FLAGS...]          every frontend's transcripts against the same, per utterance (bench/paths.py)
 # A second run reuses .venv and reinstalls only when pyproject.toml changed.
 # The Dockerfiles install the same way (pip install ".[bundled]"); tests/test_docker.py keeps them in step.
 set -euo pipefail
@@ -88,9 +89,9 @@ case "${1:-}" in
         shift
         install bundled,dev
         case "${1:-}" in
-            asr|tts|rtc|soak|abuse|accuracy) script="bench/$1.py"; shift; exec "$VENV/bin/python" "$script" "$@" ;;
+            asr|tts|rtc|soak|abuse|accuracy|paths) script="bench/$1.py"; shift; exec "$VENV/bin/python" "$script" "$@" ;;
             "") "$VENV/bin/python" bench/asr.py && "$VENV/bin/python" bench/tts.py && exec "$VENV/bin/python" bench/rtc.py ;;
-            *) echo "usage: ./run.sh bench [asr|tts|rtc|soak|abuse|accuracy] [FLAGS...]" >&2; exit 2 ;;
+            *) echo "usage: ./run.sh bench [asr|tts|rtc|soak|abuse|accuracy|paths] [FLAGS...]" >&2; exit 2 ;;
         esac
         ;;
     *)

@@ -51,9 +51,11 @@ from common import (  # noqa: E402  (bench/ is not a package)
     ROOT,
     Pcm,
     cache_key,
+    comma_choices,
     decode_audio,
     dist_version,
     log,
+    markdown_cell,
     run_and_record,
     silence,
     wav_bytes,
@@ -471,10 +473,6 @@ async def run(args: argparse.Namespace, _: ExitStack) -> dict:
 # -- report -------------------------------------------------------------------------------
 
 
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|")
-
-
 def print_report(document: dict, out: Path) -> None:
     machine, settings, versions = document["machine"], document["settings"], document["versions"]
     print("# Accuracy: our pipeline against faster-whisper's transcribe()\n")
@@ -513,21 +511,13 @@ def print_report(document: dict, out: Path) -> None:
         print("Nowhere.")
     for item in worse:
         print(f"- **{item['setting']}, {item['name']}** ({item['group']})")
-        print(f"  - reference: {_cell(item['reference'])}")
-        print(f"  - ours (WER {item['ours_wer']:.3f}): {_cell(item['ours'])}")
-        print(f"  - faster-whisper (WER {item['theirs_wer']:.3f}): {_cell(item['theirs'])}")
+        print(f"  - reference: {markdown_cell(item['reference'])}")
+        print(f"  - ours (WER {item['ours_wer']:.3f}): {markdown_cell(item['ours'])}")
+        print(f"  - faster-whisper (WER {item['theirs_wer']:.3f}): {markdown_cell(item['theirs'])}")
     print(f"\nRuntime: {document['runtime_s'] / 60:.1f} min. JSON: {out}")
 
 
 # -- main -----------------------------------------------------------------------------------
-
-
-def _choices(parser: argparse.ArgumentParser, value: str, allowed: Sequence[str], flag: str) -> list[str]:
-    chosen = [item.strip() for item in value.split(",") if item.strip()]
-    unknown = set(chosen) - set(allowed)
-    if unknown or not chosen:
-        parser.error(f"{flag}: choose from {', '.join(allowed)}")
-    return chosen
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -548,9 +538,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         parser.error("--beams: comma-separated whole numbers")
     if not args.beams or min(args.beams) < 1:
         parser.error("--beams: at least one, each 1 or more")
-    args.languages = _choices(parser, args.languages, LANGUAGE_MODES, "--languages")
-    args.tasks = _choices(parser, args.tasks, TASKS, "--tasks")
-    args.groups = _choices(parser, args.groups, GROUPS, "--groups")
+    args.languages = comma_choices(parser, args.languages, LANGUAGE_MODES, "--languages")
+    args.tasks = comma_choices(parser, args.tasks, TASKS, "--tasks")
+    args.groups = comma_choices(parser, args.groups, GROUPS, "--groups")
     args.compute_type = args.compute_type or ("float16" if args.device == "cuda" else "int8")
     args.out = args.out or ROOT / "bench" / "results" / f"accuracy-{time.strftime('%Y%m%d-%H%M%S')}.json"
     return args

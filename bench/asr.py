@@ -278,7 +278,7 @@ async def _read_until_transcript(client: AsyncTcpClient, marks: _Marks) -> None:
             return
 
 
-async def _send_audio(client: AsyncTcpClient, audio: Pcm, paced: bool, start: float, reader: asyncio.Task) -> None:
+async def send_audio(client: AsyncTcpClient, audio: Pcm, paced: bool, start: float, reader: asyncio.Task) -> None:
     """Send 64 ms chunks, each at the moment a microphone would have finished recording it when paced."""
     step = CHUNK_SAMPLES * WIDTH
     for index, offset in enumerate(range(0, len(audio.audio), step)):
@@ -290,9 +290,17 @@ async def _send_audio(client: AsyncTcpClient, audio: Pcm, paced: bool, start: fl
 
 
 async def transcribe(
-    server: str, port: int, phase: str, recording: Recording, paced: bool, trailing_silence: float, timeout: float
+    server: str,
+    port: int,
+    phase: str,
+    recording: Recording,
+    paced: bool,
+    trailing_silence: float,
+    timeout: float,
+    language: str | None = "en",
 ) -> Result:
-    """One request on a fresh connection: transcribe(en), audio-start, chunks, audio-stop, read to `transcript`."""
+    """One request on a fresh connection: transcribe(language; None: detect), audio-start, chunks, audio-stop,
+    read to `transcript`."""
     result = Result(server, phase, recording.name, recording.pcm.seconds, recording.text)
     audio = recording.pcm + silence(trailing_silence) if trailing_silence > 0 else recording.pcm
     marks = _Marks()
@@ -304,11 +312,11 @@ async def transcribe(
     try:
         await asyncio.wait_for(client.connect(), timeout)
         reader = asyncio.create_task(_read_until_transcript(client, marks))
-        await client.write_event(Transcribe(language="en").event())
+        await client.write_event(Transcribe(language=language).event())
         await client.write_event(AudioStart(RATE, WIDTH, 1).event())
         audio_start = time.perf_counter()
         try:
-            await _send_audio(client, audio, paced, audio_start, reader)
+            await send_audio(client, audio, paced, audio_start, reader)
             if not reader.done():
                 await client.write_event(AudioStop().event())
                 stop_sent = time.perf_counter()

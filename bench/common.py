@@ -450,6 +450,20 @@ def render_table(rows: Sequence[Row]) -> str:
     return "\n".join(line.rstrip() for line in out)
 
 
+def markdown_cell(text: str) -> str:
+    """Text that keeps a Markdown table or list intact."""
+    return text.replace("|", "\\|")
+
+
+def comma_choices(parser: argparse.ArgumentParser, value: str, allowed: Sequence[str], flag: str) -> list[str]:
+    """A flag's comma-separated values, each one of `allowed`; at least one."""
+    chosen = [item.strip() for item in value.split(",") if item.strip()]
+    unknown = set(chosen) - set(allowed)
+    if unknown or not chosen:
+        parser.error(f"{flag}: choose from {', '.join(allowed)}")
+    return chosen
+
+
 def add_common_args(parser: argparse.ArgumentParser, kind: str, phases: Sequence[str]) -> None:
     """The options every benchmark takes: which phases, where results go, which checkout is "ours"."""
     parser.add_argument("--only", default=",".join(phases), help=f"Comma-separated phases of {', '.join(phases)}")
