@@ -1,10 +1,11 @@
 """Whisper through faster-whisper / CTranslate2, one engine per loaded model.
 
-An engine turns audio into a transcript in three steps: the VAD finds the
+An engine turns audio into a transcript in four steps: the VAD finds the
 pieces worth decoding (`vad.py`), the batcher queues them so that concurrent
-requests share CTranslate2 calls (`batcher.py`), and the decoder runs each
-piece in a window that fits it (`decoder.py`). Sessions (`session.py`) call the
-same steps on audio that is still arriving.
+requests share CTranslate2 calls (`batcher.py`), the decoder runs each piece
+in a window that fits it (`decoder.py`), and the pieces' texts become one
+transcript, with any speech a text left out decoded again (`assemble.py`).
+Sessions (`session.py`) call the same steps on audio that is still arriving.
 """
 
 from __future__ import annotations
