@@ -520,29 +520,39 @@ def print_report(document: dict, out: Path) -> None:
 # -- main -----------------------------------------------------------------------------------
 
 
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_model_args(parser: argparse.ArgumentParser, kind: str) -> None:
+    """The options both accuracy benchmarks take: which beams, language modes and groups, and the model's."""
     parser.add_argument("--beams", default="1,5", help="Comma-separated beam sizes. Default: 1,5")
     parser.add_argument("--languages", default=",".join(LANGUAGE_MODES), help="auto, forced or both. Default: both")
-    parser.add_argument("--tasks", default=",".join(TASKS), help=f"Some of {', '.join(TASKS)}. Default: all")
     parser.add_argument("--groups", default=",".join(GROUPS), help=f"Some of {', '.join(GROUPS)}. Default: all")
     parser.add_argument("--data-dir", type=Path, default=CACHE / "data", help="Where the bundled model is joined")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--threads", type=int, default=2, help="CPU threads. Default: 2")
     parser.add_argument("--compute-type", help="CTranslate2 compute type. Default: int8 on cpu, float16 on cuda")
-    parser.add_argument("--out", type=Path, help="JSON results. Default: bench/results/accuracy-<timestamp>.json")
-    args = parser.parse_args(argv)
+    parser.add_argument("--out", type=Path, help=f"JSON results. Default: bench/results/{kind}-<timestamp>.json")
+
+
+def check_model_args(parser: argparse.ArgumentParser, args: argparse.Namespace, kind: str, most_beam: int) -> None:
+    """Turn the options of `add_model_args` into lists and defaults, or stop with the parser's error."""
     try:
         args.beams = sorted({int(beam) for beam in args.beams.split(",") if beam.strip()})
     except ValueError:
         parser.error("--beams: comma-separated whole numbers")
-    if not args.beams or min(args.beams) < 1:
-        parser.error("--beams: at least one, each 1 or more")
+    if not args.beams or not 1 <= min(args.beams) <= max(args.beams) <= most_beam:
+        parser.error(f"--beams: at least one, each 1 to {most_beam}")
     args.languages = comma_choices(parser, args.languages, LANGUAGE_MODES, "--languages")
-    args.tasks = comma_choices(parser, args.tasks, TASKS, "--tasks")
     args.groups = comma_choices(parser, args.groups, GROUPS, "--groups")
     args.compute_type = args.compute_type or ("float16" if args.device == "cuda" else "int8")
-    args.out = args.out or ROOT / "bench" / "results" / f"accuracy-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    args.out = args.out or ROOT / "bench" / "results" / f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}.json"
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_model_args(parser, "accuracy")
+    parser.add_argument("--tasks", default=",".join(TASKS), help=f"Some of {', '.join(TASKS)}. Default: all")
+    args = parser.parse_args(argv)
+    check_model_args(parser, args, "accuracy", most_beam=10)
+    args.tasks = comma_choices(parser, args.tasks, TASKS, "--tasks")
     return args
 
 

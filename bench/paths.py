@@ -72,12 +72,12 @@ from wyoming.client import AsyncTcpClient
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parents[1] / "tests"))
 from accuracy import (  # noqa: E402  (bench/ is not a package)
-    GROUPS,
-    LANGUAGE_MODES,
     Setting,
     Utterance,
+    add_model_args,
     build_corpus,
     cer,
+    check_model_args,
     load_engine,
     ours,
     theirs,
@@ -86,10 +86,8 @@ from accuracy import (  # noqa: E402  (bench/ is not a package)
 from asr import normalise, send_audio  # noqa: E402
 from asr import transcribe as wyoming_transcribe  # noqa: E402
 from common import (  # noqa: E402
-    CACHE,
     HOST,
     RATE,
-    ROOT,
     WIDTH,
     Pcm,
     comma_choices,
@@ -721,33 +719,17 @@ def print_report(document: dict, out: Path) -> None:
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--beams", default="1,5", help="Comma-separated beam sizes, a server each. Default: 1,5")
-    parser.add_argument("--languages", default=",".join(LANGUAGE_MODES), help="auto, forced or both. Default: both")
+    add_model_args(parser, "paths")  # each beam gets servers of its own, on --threads each
     parser.add_argument("--paths", default=",".join(PATH_NAMES), help="Some of the paths above. Default: all")
-    parser.add_argument("--groups", default=",".join(GROUPS), help=f"Some of {', '.join(GROUPS)}. Default: all")
     parser.add_argument("--corpus", choices=["default", "all"], default="default", help="The dozen, or every one")
     parser.add_argument("--limit", type=int, default=0, help="At most this many utterances per group (0: no limit)")
     parser.add_argument("--serial", action="store_true", help="One beam after the other, not side by side")
     parser.add_argument(
         "--full", action="store_true", help="Every path in every language mode, also those that only render"
     )
-    parser.add_argument("--data-dir", type=Path, default=CACHE / "data", help="Where the bundled model is joined")
-    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    parser.add_argument("--threads", type=int, default=2, help="CPU threads, of each server and here. Default: 2")
-    parser.add_argument("--compute-type", help="CTranslate2 compute type. Default: int8 on cpu, float16 on cuda")
-    parser.add_argument("--out", type=Path, help="JSON results. Default: bench/results/paths-<timestamp>.json")
     args = parser.parse_args(argv)
-    try:
-        args.beams = sorted({int(beam) for beam in args.beams.split(",") if beam.strip()})
-    except ValueError:
-        parser.error("--beams: comma-separated whole numbers")
-    if not args.beams or not 1 <= min(args.beams) <= max(args.beams) <= 5:
-        parser.error("--beams: at least one, each 1 to 5")
-    args.languages = comma_choices(parser, args.languages, LANGUAGE_MODES, "--languages")
+    check_model_args(parser, args, "paths", most_beam=5)
     args.paths = comma_choices(parser, args.paths, PATH_NAMES, "--paths")
-    args.groups = comma_choices(parser, args.groups, GROUPS, "--groups")
-    args.compute_type = args.compute_type or ("float16" if args.device == "cuda" else "int8")
-    args.out = args.out or ROOT / "bench" / "results" / f"paths-{time.strftime('%Y%m%d-%H%M%S')}.json"
     return args
 
 

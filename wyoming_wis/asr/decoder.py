@@ -312,7 +312,11 @@ class Decoder:
         if all(job.options.language for job in jobs):
             return [job.options.language for job in jobs], [1.0] * len(jobs)  # type: ignore[misc]
         detected = [found[0] for found in self.whisper.model.detect_language(encoded)]
-        unsure = [index for index, (token, probability) in enumerate(detected) if probability < SURE_LANGUAGE]
+        unsure = [  # a language the request gives needs no second look
+            index
+            for index, (_, probability) in enumerate(detected)
+            if probability < SURE_LANGUAGE and not jobs[index].options.language
+        ]
         if unsure and max(job.window for job in jobs) < FULL_WINDOW:
             window = FULL_WINDOW * WHISPER_RATE
             full = self.whisper.encode(np.stack([self._features(jobs[index].audio, window) for index in unsure]))

@@ -191,9 +191,9 @@ class WhisperEngine:
         known = {} if known is None else known
         todo = [piece for piece in pieces if piece not in known]
         if todo:
-            every = detector.pieces(len(audio), joined=False)
+            checked = not options.draft  # a draft is only a preview: no second look at it
+            every = detector.pieces(len(audio), joined=False) if checked else []
             stretches = {piece: assemble.inside(piece, every) for piece in todo}
-            checked = not options.draft  # a draft is only a preview
             aligned = [checked and len(stretches[piece]) > 1 for piece in todo]
             decoded = dict(zip(todo, await self._decode_pieces(audio, todo, options, aligned), strict=True))
             auto = checked and not options.language
