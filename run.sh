@@ -73,6 +73,7 @@ case "${1:-}" in
         shift
         install bundled,dev,xtts  # the XTTS tests run in CI, not skipped
         test_tools
+        WIS_WHEELHOUSE="$(tests/wheelhouse.sh "$VENV/bin/python")"; export WIS_WHEELHOUSE  # tests/test_wheel.py
         if [ "${1:-}" = ha ]; then
             shift
             ha_tests "$@"

@@ -111,16 +111,18 @@ def start_server(
     env: dict[str, str] | None = None,
     launcher: Sequence[str] = ("-m", "wyoming_wis"),
     wrapper: Sequence[str] = (),
+    executable: str = sys.executable,
 ) -> Server:
     """Run `python -m wyoming_wis` (with `env` added to its environment) and wait until it listens (its log says so).
 
     `launcher` replaces `-m wyoming_wis`, for a script that changes the server before running it (faulty_server.py);
-    `wrapper` runs it under another program (strace).
+    `wrapper` runs it under another program (strace); `executable` replaces this Python (with `launcher=()`: an
+    installed `wyoming-wis` console script, tests/test_wheel.py).
     """
     workdir.mkdir(parents=True, exist_ok=True)
     port = port or free_port()
     log_path = workdir / f"server-{port}.log"
-    argv = [*wrapper, sys.executable, *launcher, *args]
+    argv = [*wrapper, executable, *launcher, *args]
     if not any(arg.startswith("--uri") for arg in args):
         argv += ["--uri", f"tcp://{host}:{port}"]
     http_port = None
