@@ -37,6 +37,12 @@ CORPUS = ROOT / "tests" / "corpus" / "ljspeech"
 READY_LINE = "Wyoming server listening on"
 
 
+def instructions(dockerfile: Path) -> str:
+    """A Dockerfile with continuation lines joined and comments dropped: one instruction a line."""
+    lines = [line for line in dockerfile.read_text().splitlines() if not line.lstrip().startswith("#")]
+    return re.sub(r"\\\n\s*", " ", "\n".join(lines))
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -111,16 +117,18 @@ def start_server(
     env: dict[str, str] | None = None,
     launcher: Sequence[str] = ("-m", "wyoming_wis"),
     wrapper: Sequence[str] = (),
+    program: Sequence[str] | None = None,
 ) -> Server:
     """Run `python -m wyoming_wis` (with `env` added to its environment) and wait until it listens (its log says so).
 
     `launcher` replaces `-m wyoming_wis`, for a script that changes the server before running it (faulty_server.py);
-    `wrapper` runs it under another program (strace).
+    `wrapper` runs it under another program (strace); `program` replaces `python -m wyoming_wis` whole (an
+    installed `wyoming-wis`).
     """
     workdir.mkdir(parents=True, exist_ok=True)
     port = port or free_port()
     log_path = workdir / f"server-{port}.log"
-    argv = [*wrapper, sys.executable, *launcher, *args]
+    argv = [*wrapper, *(program or (sys.executable, *launcher)), *args]
     if not any(arg.startswith("--uri") for arg in args):
         argv += ["--uri", f"tcp://{host}:{port}"]
     http_port = None
