@@ -6,6 +6,8 @@
 #   ./run.sh test [PYTEST...]  the main suite only, with those pytest arguments
 #   ./run.sh test ha [PYTEST...]  the Home Assistant suites only; their Python and venvs are built once into
 #                              ${WIS_CACHE_DIR:-~/.cache/wyoming-wis} (tests/ha/env.sh; about 10 min the first time)
+#   ./run.sh addon DIR         make DIR a local Home Assistant add-on folder from this checkout: addon/ and, in its
+#                              dist/, the wheel built from here (the add-on's Dockerfile installs it); see README.md
 #   ./run.sh bench [asr|tts|rtc] [FLAGS...]  run the benchmarks against the peer servers (all, or one with its flags)
 #   ./run.sh bench soak [FLAGS...]           every frontend under 16 clients for 12 minutes (bench/soak.py)
 #   ./run.sh bench abuse [FLAGS...]          the attacks of issue 19, one after another, for 10 minutes (bench/abuse.py)
@@ -19,14 +21,17 @@ cd "$(dirname "$0")"
 VENV="${WIS_VENV:-.venv}"
 PYTHON="${PYTHON:-python3}"
 
+venv() {  # venv: create $VENV if it is not there
+    [ -x "$VENV/bin/python" ] && return
+    "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 10))' \
+        || { echo "wyoming-wis needs Python 3.10 or newer ($PYTHON is $("$PYTHON" -V 2>&1))" >&2; exit 1; }
+    echo "Creating virtual environment in $VENV" >&2
+    "$PYTHON" -m venv "$VENV"
+}
+
 install() {  # install() EXTRAS: the package, editable, with the given extras
     local extras="$1" stamp="$VENV/.wis-installed-$1" want
-    if [ ! -x "$VENV/bin/python" ]; then
-        "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 10))' \
-            || { echo "wyoming-wis needs Python 3.10 or newer ($PYTHON is $("$PYTHON" -V 2>&1))" >&2; exit 1; }
-        echo "Creating virtual environment in $VENV" >&2
-        "$PYTHON" -m venv "$VENV"
-    fi
+    venv
     want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
     if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
         echo "Installing wyoming-wis[$extras] into $VENV" >&2
@@ -85,6 +90,17 @@ case "${1:-}" in
         "$VENV/bin/python" -m pytest || status=1
         ha_tests || status=1
         exit "$status"
+        ;;
+    addon)  # the add-on folder: addon/'s files, and dist/ with this checkout's wheel and its checksum
+        dest="${2:?usage: ./run.sh addon DIR (a folder in the local add-ons share, e.g. /addons/wyoming_wis)}"
+        venv
+        mkdir -p "$dest"
+        cp -R addon/. "$dest/"
+        rm -rf "${dest:?}/dist"  # the wheel of an earlier build
+        "$VENV/bin/python" -m pip wheel --quiet --no-deps --wheel-dir "$dest/dist" .
+        (cd "$dest/dist" && sha256sum -- *.whl > SHA256SUMS)
+        echo "Made $dest. In Home Assistant: the add-on store's menu > Check for updates, then Local add-ons >" \
+            "wyoming-wis > Install (README.md, The add-on)" >&2
         ;;
     bench)  # each script installs its peer server into its own venv under bench/ once, then reuses it
         shift

@@ -37,6 +37,24 @@ CORPUS = ROOT / "tests" / "corpus" / "ljspeech"
 READY_LINE = "Wyoming server listening on"
 
 
+def instructions(dockerfile: Path) -> str:
+    """A Dockerfile with continuation lines joined and comments dropped: one instruction a line."""
+    lines = [line for line in dockerfile.read_text().splitlines() if not line.lstrip().startswith("#")]
+    return re.sub(r"\\\n\s*", " ", "\n".join(lines))
+
+
+def offline_pip(wheelhouse: Path) -> dict[str, str]:
+    """The environment of pip (and of `python -m build`, which runs pip): the wheelhouse alone, no index, no pip.conf,
+    and no PYTHONPATH, so nothing of the checkout is on the path."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("PIP_") and key != "PYTHONPATH"}
+    return env | {
+        "PIP_NO_INDEX": "1",
+        "PIP_FIND_LINKS": str(wheelhouse),
+        "PIP_CONFIG_FILE": os.devnull,
+        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+    }
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

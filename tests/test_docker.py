@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import ROOT
+from helpers import ROOT, instructions
 
 DOCKERFILES = [ROOT / "Dockerfile", ROOT / "addon" / "Dockerfile"]
 PIP = "/opt/wyoming-wis/bin/python -m pip install --no-cache-dir"
@@ -25,12 +25,6 @@ def tool(name: str) -> str:
     found = shutil.which(name, path=str(Path(sys.executable).parent)) or shutil.which(name)
     assert found, f"{name} is missing: pip install -e '.[dev]'"
     return found
-
-
-def instructions(path: Path) -> str:
-    """The Dockerfile with continuation lines joined and comments dropped."""
-    lines = [line for line in path.read_text().splitlines() if not line.lstrip().startswith("#")]
-    return re.sub(r"\\\n\s*", " ", "\n".join(lines))
 
 
 @pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda path: str(path.relative_to(ROOT)))
@@ -66,9 +60,14 @@ def test_the_image_installs_what_run_sh_installs() -> None:
     assert re.search(r"^bundled = \[", extras.group(1), re.M) and re.search(r"^xtts = \[", extras.group(1), re.M)
 
 
-def test_the_addon_image_installs_the_same_package_from_pypi() -> None:
+def test_the_addon_image_installs_the_same_package_from_its_own_wheel() -> None:
+    """The add-on's install step (tests/test_addon_install.py runs it): the bundled extra, from the wheel in the
+    add-on folder, at build.yaml's WIS_VERSION."""
     text = instructions(ROOT / "addon" / "Dockerfile")
-    assert f'{PIP} "wyoming-wis[bundled]==${{WIS_VERSION}}"' in text
+    step = 'RUN /tmp/wyoming-wis/install.sh /tmp/wyoming-wis/dist "${WIS_VERSION}" /opt/wyoming-wis '
+    assert re.search(f"^{re.escape(step)}", text, re.M)
+    install = (ROOT / "addon" / "install.sh").read_text()
+    assert '-m pip install --no-cache-dir "${dist}/${wheel}[bundled]"' in install
 
 
 def test_the_image_runs_unprivileged_with_a_volume_ports_and_a_describe_health_check() -> None:

@@ -29,6 +29,7 @@ from helpers import (
     Server,
     assert_clean_log,
     load_audio,
+    offline_pip,
     read_until,
     rms,
     start_server,
@@ -51,18 +52,6 @@ def run(argv: list[str | Path], **kwargs: object) -> str:
     result = subprocess.run(argv, capture_output=True, text=True, **kwargs)  # type: ignore[call-overload]
     assert result.returncode == 0, f"{argv} exited with {result.returncode}:\n{result.stdout}\n{result.stderr}"
     return result.stdout
-
-
-def offline_pip(wheelhouse: Path) -> dict[str, str]:
-    """The environment of pip (and of `python -m build`, which runs pip): the wheelhouse alone, no index, no pip.conf,
-    and no PYTHONPATH, so nothing of the checkout is on the path."""
-    env = {key: value for key, value in os.environ.items() if not key.startswith("PIP_") and key != "PYTHONPATH"}
-    return env | {
-        "PIP_NO_INDEX": "1",
-        "PIP_FIND_LINKS": str(wheelhouse),
-        "PIP_CONFIG_FILE": os.devnull,
-        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
-    }
 
 
 def repository_files() -> list[str]:
