@@ -163,12 +163,12 @@ def test_the_wheel_holds_every_file_of_its_packages_and_nothing_else(built: Buil
 
 
 def test_the_sdist_holds_what_builds_the_wheel(built: Built) -> None:
-    """The packages, pyproject.toml, README.md (the package's description) and MANIFEST.in, which keeps tests/ out;
-    with what setuptools writes itself (PKG-INFO, setup.cfg, the egg-info)."""
+    """The packages, pyproject.toml, README.md (the package's description), LICENSE and MANIFEST.in (it keeps
+    tests/ out); with what setuptools writes itself (PKG-INFO, setup.cfg, the egg-info)."""
     with tarfile.open(built.sdist) as archive:
         names = [member.name.split("/", 1)[1] for member in archive.getmembers() if member.isfile()]
     made = {name for name in names if name in ("PKG-INFO", "setup.cfg") or ".egg-info/" in name}
-    expected = {*package_sources(built.packages), "pyproject.toml", "README.md", "MANIFEST.in"}
+    expected = {*package_sources(built.packages), "pyproject.toml", "README.md", "LICENSE", "MANIFEST.in"}
     assert set(names) - made == expected
 
 
