@@ -97,6 +97,7 @@ case "${1:-}" in
         mkdir -p "$dest"
         cp -R addon/. "$dest/"
         rm -rf "${dest:?}/dist"  # the wheel of an earlier build
+        rm -rf build  # setuptools' staging folder: a file deleted here since the last build would stay in the wheel
         "$VENV/bin/python" -m pip wheel --quiet --no-deps --wheel-dir "$dest/dist" .
         (cd "$dest/dist" && sha256sum -- *.whl > SHA256SUMS)
         echo "Made $dest. In Home Assistant: the add-on store's menu > Check for updates, then Local add-ons >" \
