@@ -6,8 +6,8 @@
 #   ./run.sh test [PYTEST...]  the main suite only, with those pytest arguments
 #   ./run.sh test ha [PYTEST...]  the Home Assistant suites only; their Python and venvs are built once into
 #                              ${WIS_CACHE_DIR:-~/.cache/wyoming-wis} (tests/ha/env.sh; about 10 min the first time)
-#   ./run.sh addon DIR         make DIR a local Home Assistant add-on folder from this checkout: addon/ and, in its
-#                              dist/, the wheel built from here (the add-on's Dockerfile installs it); see README.md
+#   ./run.sh addon DIR [WHEEL] make DIR a local Home Assistant add-on folder from this checkout: addon/ and, in its
+#                              dist/, the wheel built from here or WHEEL (the add-on's Dockerfile installs it); see README.md
 #   ./run.sh bench [asr|tts|rtc] [FLAGS...]  run the benchmarks against the peer servers (all, or one with its flags)
 #   ./run.sh bench soak [FLAGS...]           every frontend under 16 clients for 12 minutes (bench/soak.py)
 #   ./run.sh bench abuse [FLAGS...]          the attacks of issue 19, one after another, for 10 minutes (bench/abuse.py)
@@ -91,14 +91,19 @@ case "${1:-}" in
         ha_tests || status=1
         exit "$status"
         ;;
-    addon)  # the add-on folder: addon/'s files, and dist/ with this checkout's wheel and its checksum
-        dest="${2:?usage: ./run.sh addon DIR (a folder in the local add-ons share, e.g. /addons/wyoming_wis)}"
-        venv
+    addon)  # the add-on folder: addon/'s files, and dist/ with the wheel (this checkout's, or WHEEL) and its checksum
+        dest="${2:?usage: ./run.sh addon DIR [WHEEL] (DIR: a folder in the local add-ons share, e.g. /addons/wyoming_wis)}"
+        wheel="${3:-}"
         mkdir -p "$dest"
-        cp -R addon/. "$dest/"
+        [ "$dest" -ef addon ] || cp -R addon/. "$dest/"
         rm -rf "${dest:?}/dist"  # the wheel of an earlier build
-        rm -rf build  # setuptools' staging folder: a file deleted here since the last build would stay in the wheel
-        "$VENV/bin/python" -m pip wheel --quiet --no-deps --wheel-dir "$dest/dist" .
+        if [ -n "$wheel" ]; then
+            mkdir "$dest/dist" && cp -- "$wheel" "$dest/dist/"
+        else
+            venv
+            rm -rf build  # setuptools' staging folder: a file deleted here since the last build would stay in the wheel
+            "$VENV/bin/python" -m pip wheel --quiet --no-deps --wheel-dir "$dest/dist" .
+        fi
         (cd "$dest/dist" && sha256sum -- *.whl > SHA256SUMS)
         echo "Made $dest. In Home Assistant: the add-on store's menu > Check for updates, then Local add-ons >" \
             "wyoming-wis > Install (README.md, The add-on)" >&2
