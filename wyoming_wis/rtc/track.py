@@ -16,7 +16,7 @@ import av
 import numpy as np
 
 from wyoming_wis.asr import AsrSession
-from wyoming_wis.audio import WHISPER_RATE
+from wyoming_wis.audio import WHISPER_RATE, mono_resampler
 
 BATCH_SECONDS = 0.06
 
@@ -28,7 +28,7 @@ class Listener:
         self.session = session
         self.stopped = False  # no more frames are taken once the utterance is stopped
         self._executor = executor
-        self._resampler: av.AudioResampler | None = av.AudioResampler(format="flt", layout="mono", rate=WHISPER_RATE)
+        self._resampler: av.AudioResampler | None = mono_resampler("flt", WHISPER_RATE)
         self._frames: list[av.AudioFrame] = []
         self._held = 0.0  # seconds in _frames
         self._lock = asyncio.Lock()  # one resampling at a time, in order
@@ -53,8 +53,9 @@ class Listener:
             await self._feed(flush=True)
 
     def close(self) -> None:
-        """Free the resampler now: its filter graph holds two FFmpeg threads, and an utterance is only
-        collected with its session (they refer to each other) when the garbage collector comes round."""
+        """Free the resampler now: under PyAV before 19 its filter graph holds a thread per CPU (`mono_resampler`),
+        and an utterance is only collected with its session (they refer to each other) when the garbage collector
+        comes round."""
         self.stopped = True
         self._resampler = None
 
