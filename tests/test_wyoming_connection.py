@@ -62,10 +62,13 @@ async def test_four_clients_at_once(server) -> None:
 async def test_describe_answers_within_a_second_during_inference(server) -> None:
     """Home Assistant gives describe 1 s; it must not wait behind transcriptions."""
     long_audio = load_audio(corpus()[0][0])
+    measured = asyncio.Event()
 
     async def busy() -> None:
+        """One transcription after another until describe is measured, however fast this machine transcribes."""
         async with server.client() as client:
-            assert (await transcribe(client, long_audio)).type == "transcript"
+            while not measured.is_set():
+                assert (await transcribe(client, long_audio)).type == "transcript"
 
     work = [asyncio.create_task(busy()) for _ in range(3)]
     await asyncio.sleep(1.0)  # let the transcriptions start
@@ -77,7 +80,8 @@ async def test_describe_answers_within_a_second_during_inference(server) -> None
             assert (await read_until(client, "info", timeout=5))[-1].type == "info"
         timings.append(time.perf_counter() - started)
         await asyncio.sleep(0.2)
-    assert not all(task.done() for task in work), "inference ended before describe was measured"
+    assert not any(task.done() for task in work), "inference ended before describe was measured"
+    measured.set()
     await asyncio.gather(*work)
     print(f"describe during inference: max {max(timings) * 1000:.0f} ms, all {[round(t * 1000) for t in timings]}")
     assert max(timings) < 1.0, timings
