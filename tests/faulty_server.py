@@ -68,7 +68,7 @@ def _install_rtc() -> None:
 
     def failing_close(self: RTCPeerConnection) -> Coroutine[Any, Any, None]:
         caller = sys._getframe(1).f_globals.get("__name__", "")
-        if getattr(self, "_wis_fail_close", False) and caller.startswith("wyoming_wis.rtc."):
+        if getattr(self, "_wis_fail_close", False) and caller.startswith("rtc."):
             return fail()
         return close(self)
 

@@ -21,8 +21,8 @@ from helpers import Server, assert_clean_log, silence, start_server
 from test_http_openai import decode
 from test_http_willow import esp32_post
 
+from http_api.fields import MAX_JSON_BYTES
 from wyoming_wis.audio import write_wav
-from wyoming_wis.http_api.fields import MAX_JSON_BYTES
 
 SEND_TIMEOUT = 2  # seconds; the server below drops a client that reads nothing of an answer for this long
 # About four minutes of speech: megabytes of WAV, far more than the sockets' buffers hold.

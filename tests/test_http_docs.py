@@ -16,8 +16,8 @@ from helpers import CORPUS, Server
 from openapi_schema_validator import OAS30Validator
 from openapi_spec_validator import validate
 
+from http_api import make_app, openapi
 from wyoming_wis.config import Settings
-from wyoming_wis.http_api import make_app, openapi
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"  # ./run.sh test installs Debian's
 
@@ -42,7 +42,7 @@ def test_every_registered_route_is_described_and_nothing_else() -> None:
         for method, path in registered
         if (method, path) not in openapi.OPERATIONS and not (method == "head" and ("get", path) in openapi.OPERATIONS)
     }
-    assert not undescribed, f"routes missing from wyoming_wis/http_api/openapi.py OPERATIONS: {sorted(undescribed)}"
+    assert not undescribed, f"routes missing from http_api/openapi.py OPERATIONS: {sorted(undescribed)}"
     published = {(method, path) for path, item in openapi.document(app)["paths"].items() for method in item}
     assert published <= registered
     assert {(m, p) for m, p in registered if m != "head"} <= published

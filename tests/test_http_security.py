@@ -22,10 +22,10 @@ from multidict import CIMultiDict, CIMultiDictProxy
 from test_http_openai import decode
 from test_http_willow import DEVICE, esp32_post
 
+from http_api import make_app, openapi, security
+from http_api.security import server_ssl
 from wyoming_wis.config import Settings
 from wyoming_wis.errors import StartupError
-from wyoming_wis.http_api import make_app, openapi, security
-from wyoming_wis.http_api.security import server_ssl
 
 KEY = "sk-test-3f9a1c77e2"
 USER, PASSWORD = "willow", "s3cret:pass"  # Basic auth splits at the first colon only

@@ -39,7 +39,7 @@ from wyoming.info import Describe
 from wyoming.ping import Ping
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart
 
-from wyoming_wis import http_api
+import http_api
 from wyoming_wis.config import Settings
 from wyoming_wis.core import CLOSE_SECONDS, Core
 from wyoming_wis.tts.cache import SpeechCache

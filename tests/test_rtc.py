@@ -31,9 +31,9 @@ from aiortc import RTCConfiguration, RTCPeerConnection, RTCSessionDescription
 from helpers import CORPUS, ROOT, Server, assert_clean_log, normalise, start_server, wer
 from rtc_client import Client, PlayedTrack, speech
 
+from rtc import ice
+from rtc.track import Listener
 from wyoming_wis.config import PortRange, Settings
-from wyoming_wis.rtc import ice
-from wyoming_wis.rtc.track import Listener
 
 MAX_SESSIONS = 3
 IDLE_TIMEOUT = 4.0

@@ -23,8 +23,8 @@ from helpers import ROOT, Server, assert_clean_log, start_server
 from rtc_client import Client, PlayedTrack
 from test_rtc import free_range, sessions, url, wait_sessions
 
-from wyoming_wis.rtc import ice
-from wyoming_wis.rtc.peer import CONNECT_TIMEOUT
+from rtc import ice
+from rtc.peer import CONNECT_TIMEOUT
 
 MAX_SESSIONS = 2
 LAUNCHER = (str(ROOT / "tests" / "faulty_server.py"),)

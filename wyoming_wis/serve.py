@@ -10,7 +10,7 @@ from typing import Any
 
 from wyoming.server import AsyncStdioServer, AsyncTcpServer
 
-from wyoming_wis import http_api
+import http_api
 
 from . import __version__, memory
 from .config import Settings

@@ -24,8 +24,8 @@ from aiohttp import web
 from aiortc import RTCConfiguration, RTCPeerConnection, RTCSessionDescription
 from aiortc.exceptions import InternalError, InvalidAccessError, InvalidStateError, OperationError
 
-from wyoming_wis.http_api.errors import ApiError, bad_field
-from wyoming_wis.http_api.state import CODEC_THREADS, core_of
+from http_api.errors import ApiError, bad_field
+from http_api.state import CODEC_THREADS, core_of
 
 from . import ice
 from .messages import BadMessage, Params

@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
-from wyoming_wis import rtc
+import rtc
 from wyoming_wis.config import Settings
 from wyoming_wis.core import Core
 
