@@ -18,6 +18,7 @@ from wyoming_wis.audio import AudioFormat, PcmConverter
 from wyoming_wis.catalog import Catalog
 from wyoming_wis.config import Settings
 from wyoming_wis.errors import Busy, UnknownSpeaker, UnsupportedAudioFormat
+from wyoming_wis.files import atomic_write
 from wyoming_wis.runtime import Runtime
 from wyoming_wis.scheduler import Scheduler
 from wyoming_wis.tts import PiperEngine
@@ -134,3 +135,19 @@ def test_a_stretch_of_speech_the_words_leave_out_is_found_and_filled() -> None:
     assert assemble.unheard(piece, stretches, quiet) == [stretches[1]]
     again = Decoded("Yes.", "en", words=(Word(1.0, 1.4, " Yes."),))
     assert assemble.filled(piece, quiet, [(stretches[1], again)]).text == quiet.text
+
+
+def test_a_file_is_replaced_whole_or_left_as_it_was(tmp_path: Path) -> None:
+    path = tmp_path / "folder" / "entry"
+    with atomic_write(path) as file:  # the folder is made
+        file.write(b"first")
+    with atomic_write(path) as file:
+        file.write(b"sec")
+        assert path.read_bytes() == b"first"  # not visible until the block ends
+        file.write(b"ond")
+    assert path.read_bytes() == b"second"
+    with pytest.raises(OSError, match="disk full"), atomic_write(path) as file:
+        file.write(b"half of a thi")
+        raise OSError("disk full")
+    assert path.read_bytes() == b"second"
+    assert [child.name for child in path.parent.iterdir()] == ["entry"]  # no temporary file stays

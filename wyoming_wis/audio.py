@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import io
 import itertools
-import os
-import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +19,7 @@ import av
 import numpy as np
 
 from .errors import AudioTooLong, BadAudio, UnsupportedAudioFormat
+from .files import atomic_write
 
 WHISPER_RATE = 16000
 MIN_RATE = 1000
@@ -224,25 +223,13 @@ class AmrWbDecoder:
 
 
 def write_wav(path: Path, samples: np.ndarray, rate: int = WHISPER_RATE) -> None:
-    """Mono float32 samples as a 16-bit WAV file, replaced in one step (a reader never sees half).
-
-    Each call writes its own temporary file beside `path`, so calls at the same time never share one: the last
-    to finish wins.
-    """
-    with tempfile.NamedTemporaryFile(dir=path.parent, prefix=path.name, suffix=".part", delete=False) as partial:
-        try:
-            with av.open(partial, "w", format="wav") as container:
-                stream = container.add_stream("pcm_s16le", rate=rate, layout="mono")
-                frame = av.AudioFrame.from_ndarray(
-                    samples.astype(np.float32).reshape(1, -1), format="flt", layout="mono"
-                )
-                frame.sample_rate = rate
-                container.mux(stream.encode(frame))
-                container.mux(stream.encode(None))
-        except BaseException:
-            os.unlink(partial.name)
-            raise
-    os.replace(partial.name, path)
+    """Mono float32 samples as a 16-bit WAV file, replaced in one step (a reader never sees half)."""
+    with atomic_write(path) as file, av.open(file, "w", format="wav") as container:
+        stream = container.add_stream("pcm_s16le", rate=rate, layout="mono")
+        frame = av.AudioFrame.from_ndarray(samples.astype(np.float32).reshape(1, -1), format="flt", layout="mono")
+        frame.sample_rate = rate
+        container.mux(stream.encode(frame))
+        container.mux(stream.encode(None))
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,8 @@ from pathlib import Path
 import ifaddr
 from zeroconf.asyncio import AsyncServiceInfo, AsyncZeroconf
 
+from .files import atomic_write
+
 _LOGGER = logging.getLogger(__name__)
 
 SERVICE_TYPE = "_wyoming._tcp.local."
@@ -67,8 +69,8 @@ def stable_name(data_dir: Path) -> str:
     except FileNotFoundError:
         pass
     name = f"wyoming-wis-{secrets.token_hex(3)}"
-    data_dir.mkdir(parents=True, exist_ok=True)
-    path.write_text(name + "\n", encoding="utf-8")
+    with atomic_write(path) as file:  # a crash while writing leaves no empty name behind
+        file.write(f"{name}\n".encode())
     return name
 
 

@@ -16,10 +16,11 @@ import json
 import logging
 import os
 import struct
-import tempfile
 import threading
 import time
 from pathlib import Path
+
+from ..files import atomic_write
 
 _LOGGER = logging.getLogger(__name__)
 _MAGIC = b"WISPCM1\n"
@@ -82,15 +83,8 @@ class SpeechCache:
         data = _MAGIC + _HEADER.pack(hashlib.sha256(audio).digest(), len(audio)) + audio
         if len(data) > self.max_bytes:
             return
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".tmp-", delete=False) as file:
-            try:
-                file.write(data)
-                file.flush()  # a full disk shows here, not when the rename has already made the entry visible
-                os.replace(file.name, path)  # readers see the whole entry or none
-            except BaseException:
-                os.unlink(file.name)  # nothing half-written stays behind
-                raise
+        with atomic_write(path) as file:  # readers see the whole entry or none
+            file.write(data)
         with self._lock:
             self._size = (self._size if self._size is not None else self._measure()) + len(data)
             over = self._size > self.max_bytes

@@ -22,8 +22,6 @@ import hashlib
 import importlib
 import json
 import logging
-import os
-import tempfile
 import textwrap
 import threading
 import time
@@ -37,7 +35,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file, save
 from sentence_stream import SentenceBoundaryDetector
 from TTS.tts.configs.xtts_config import XttsConfig
 from TTS.tts.models.xtts import Xtts
@@ -45,6 +43,7 @@ from TTS.tts.models.xtts import Xtts
 from ..audio import AudioFormat, decode_file
 from ..catalog import Found
 from ..errors import AudioTooLong, BadAudio, BadRequest, StartupError, TextTooLong, UnknownSpeaker, UnsupportedLanguage
+from ..files import atomic_write
 from ..runtime import Runtime
 from ..scheduler import Pace, Scheduler
 from .params import SpeechParams
@@ -348,8 +347,10 @@ class XttsEngine:
         path = self.voices_dir / f"{name}{_VOICE_SUFFIX}"
         tensors = {key: getattr(voice, key).detach().cpu().contiguous() for key in _LATENT_KEYS}
         with self._table:
-            _write_atomic(self.voices_dir / f"{name}.json", json.dumps(info, indent=2).encode())
-            _write_atomic(path, tensors)
+            with atomic_write(self.voices_dir / f"{name}.json") as file:
+                file.write(json.dumps(info, indent=2).encode())
+            with atomic_write(path) as file:
+                file.write(save(tensors))
             self._voices = dict(sorted({**self._voices, name: voice}.items()))
             stamp = file_stamp(path)
             if stamp is not None:
@@ -570,23 +571,6 @@ def _decode(audio: bytes, rate: int) -> np.ndarray:
     if not np.isfinite(samples).all() or float(np.abs(samples).max()) < 1e-4:
         raise BadAudio("The reference audio is silent")
     return np.clip(samples, -1.0, 1.0).astype(np.float32, copy=False)
-
-
-def _write_atomic(path: Path, content: bytes | dict[str, torch.Tensor]) -> None:
-    """Write a file whole or not at all: a temporary file in the same folder, then a rename."""
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "wb") as file:
-            if isinstance(content, bytes):
-                file.write(content)
-        if not isinstance(content, bytes):
-            save_file(content, temporary)
-        with open(temporary, "rb") as file:
-            os.fsync(file.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
 
 
 __all__ = [
