@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import importlib.util
 import io
 import os
 import re
@@ -18,6 +19,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 import av
 import httpx
@@ -35,6 +37,15 @@ from wyoming_wis.scheduler import Scheduler
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "tests" / "corpus" / "ljspeech"
 READY_LINE = "Wyoming server listening on"
+
+
+def load_script(name: str) -> ModuleType:
+    """A developer tool of scripts/ (not part of the package), imported by its file name."""
+    spec = importlib.util.spec_from_file_location(f"scripts_{name}", ROOT / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is made
+    spec.loader.exec_module(module)
+    return module
 
 
 def instructions(dockerfile: Path) -> str:

@@ -5,9 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from helpers import load_script
 
-from wyoming_wis import flags_table
 from wyoming_wis.config import OPTIONS, Settings, build_parser
+
+flags_table = load_script("flags_table")
 
 
 def test_defaults_match_the_design() -> None:
@@ -111,7 +113,7 @@ def test_readme_documents_every_flag() -> None:
 def test_readme_flags_table_is_generated_from_the_flags() -> None:
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     assert flags_table.updated(readme, flags_table.render()) == readme, (
-        "README.md's configuration table is out of date: run python -m wyoming_wis.flags_table"
+        "README.md's configuration table is out of date: run scripts/flags_table.py"
     )
 
 

@@ -8,7 +8,6 @@ architectures and Dockerfiles the release workflow uses are the ones the add-on 
 from __future__ import annotations
 
 import datetime
-import importlib.util
 import re
 import shutil
 import subprocess
@@ -17,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import ROOT
+from helpers import ROOT, load_script
 from test_docker import tool
 
 import wyoming_wis
@@ -26,15 +25,7 @@ WORKFLOWS = ROOT / ".github" / "workflows"
 OWNER = "${{ github.repository_owner }}"
 
 
-def _load_script():
-    spec = importlib.util.spec_from_file_location("version_script", ROOT / "scripts" / "version.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the class is made
-    spec.loader.exec_module(module)
-    return module
-
-
-version = _load_script()
+version = load_script("version")
 
 
 def workflow(name: str) -> dict:

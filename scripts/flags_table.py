@@ -1,4 +1,4 @@
-"""`python -m wyoming_wis.flags_table`: write README.md's configuration table from the real flags.
+"""`.venv/bin/python scripts/flags_table.py`: write README.md's configuration table from the real flags.
 
 The table sits between two markers in README.md and is made from `config.OPTIONS`, so it can not drift
 from `--help`; a test fails, naming this command, when someone changes a flag and forgets to run it.
@@ -11,11 +11,11 @@ import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from .config import OPTIONS, Option
+from wyoming_wis.config import OPTIONS, Option
 
-BEGIN = "<!-- flags:begin (generated from wyoming_wis/config.py by: python -m wyoming_wis.flags_table) -->"
+BEGIN = "<!-- flags:begin (generated from wyoming_wis/config.py by: scripts/flags_table.py) -->"
 END = "<!-- flags:end -->"
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[1] / "README.md"  # the repository's; this tool is not installed
 
 
 def _flag(option: Option) -> str:
@@ -63,14 +63,14 @@ def updated(readme: str, table: str) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m wyoming_wis.flags_table", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="scripts/flags_table.py", description=__doc__.splitlines()[0])
     parser.add_argument("readme", nargs="?", type=Path, default=README, help="README to update (default: the repo's)")
     parser.add_argument("--check", action="store_true", help="only say whether it is up to date (exit 1 if not)")
     args = parser.parse_args(argv)
     text = args.readme.read_text(encoding="utf-8")
     new = updated(text, render())
     if args.check:
-        sys.exit(0 if new == text else f"{args.readme} is out of date: run python -m wyoming_wis.flags_table")
+        sys.exit(0 if new == text else f"{args.readme} is out of date: run scripts/flags_table.py")
     if new != text:
         args.readme.write_text(new, encoding="utf-8")
         print(f"updated {args.readme}")
