@@ -70,16 +70,28 @@ async def decode(data: bytes) -> Pcm:
     return await asyncio.to_thread(_decode, data)
 
 
+def _input_format(data: bytes) -> list[str]:
+    """ffmpeg's input options for the file HA made, named rather than probed: HA 2024.3 tags its MP3s with frames
+    named "Text" (tts `write_tags`), and behind them ffmpeg's probe fails on about 1 in 60 of Piper's random takes
+    ("Invalid data found when processing input"); `-f mp3` decodes every one. A streamed WAV's header says 0 frames
+    (homeassistant/components/wyoming/tts.py `_read_tts_audio`): ffmpeg reads it to the end with -ignore_length."""
+    if data[:4] == b"RIFF":
+        return ["-f", "wav", "-ignore_length", "1"]
+    if data[:4] == b"fLaC":
+        return ["-f", "flac"]
+    if data[:3] == b"ID3" or (len(data) > 1 and data[0] == 0xFF and data[1] & 0xE0 == 0xE0):
+        return ["-f", "mp3"]
+    return []
+
+
 def _decode(data: bytes) -> Pcm:
-    """A streamed WAV's header says 0 frames (homeassistant/components/wyoming/tts.py `_read_tts_audio`): ffmpeg reads
-    it to the end with -ignore_length. From a file, not a pipe: probing an MP3 behind HA's ID3 tag needs to seek
-    (from a pipe, one decode failed in a whole CI run)."""
-    wav = ["-ignore_length", "1"] if data[:4] == b"RIFF" else []
+    """From a file, not a pipe: reading an MP3 behind HA's ID3 tag needs to seek."""
+    given = _input_format(data)
     with tempfile.NamedTemporaryFile(prefix="wis-ha-audio-") as file:
         file.write(data)
         file.flush()
         result = subprocess.run(
-            ["ffmpeg", "-v", "error", *wav, "-i", file.name, "-f", "s16le", "-ac", "1", "-ar", str(RATE), "pipe:"],
+            ["ffmpeg", "-v", "error", *given, "-i", file.name, "-f", "s16le", "-ac", "1", "-ar", str(RATE), "pipe:"],
             capture_output=True,
             check=False,
         )
