@@ -7,6 +7,7 @@ from typing import Any
 from aiohttp import web
 
 from wyoming_wis.core import Core
+from wyoming_wis.served import WHISPER, XTTS
 
 from .errors import ApiError
 from .openai_speech import OPENAI_TTS_MODELS
@@ -18,8 +19,9 @@ OWNER = "wyoming-wis"
 
 
 def _model_ids(core: Core) -> list[str]:
-    """Our Whisper models and XTTS models, then the OpenAI names that map onto them."""
-    return [*core.asr, *core.xtts, OPENAI_ASR_MODEL, *OPENAI_TTS_MODELS]
+    """Our Whisper models and XTTS models (Piper models are voices), then the OpenAI names that map onto them."""
+    ours = [model.name for model in core.served().models if model.engine in (WHISPER, XTTS)]
+    return [*ours, OPENAI_ASR_MODEL, *OPENAI_TTS_MODELS]
 
 
 def _model(model_id: str) -> dict[str, Any]:
@@ -43,20 +45,21 @@ async def model(request: web.Request) -> web.Response:
 async def voices(request: web.Request) -> web.Response:
     """Every voice with its languages and speakers, and the voice each OpenAI name means."""
     core = core_of(request)
-    listed = await core.refresh_voices()
+    await core.refresh_voices()
+    served = core.served()
     return web.json_response(
         {
             "voices": [
                 {
                     "id": voice.name,
                     "name": voice.name,
-                    "languages": voice.languages,
-                    "speakers": voice.speakers,
+                    "languages": list(voice.languages),
+                    "speakers": list(voice.speakers),
                     "description": voice.description,
                     "engine": voice.engine,
                 }
-                for voice in listed
+                for voice in served.voices
             ],
-            "openai": core.voices.openai_names,
+            "openai": dict(served.openai_voices),
         }
     )

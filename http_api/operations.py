@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from wyoming_wis import metrics
+from wyoming_wis.served import ASR, TTS, Entry
 
 from .state import core_of
 
@@ -19,17 +20,13 @@ CLIENT_LEFT = "499"  # the client left before the answer began (nginx's code for
 
 @routes.get("/health")  # HEAD too: aiohttp answers it from the GET route
 async def health(request: web.Request) -> web.Response:
-    core = core_of(request)
-    asr = {
-        name: {"state": "loaded" if engine.loaded else "unloaded", "pending": engine.scheduler.pending}
-        for name, engine in core.asr.items()
-    }
-    tts = {
-        engine.name: {"state": "loaded", "pending": engine.scheduler.pending}
-        for engine in core.engines
-        if engine.name not in core.asr
-    }
-    return web.json_response({"status": "ok", "asr": asr, "tts": tts})
+    served = core_of(request).served()
+    return web.json_response({"status": "ok", "asr": _states(served.of_kind(ASR)), "tts": _states(served.of_kind(TTS))})
+
+
+def _states(models: Iterable[Entry]) -> dict[str, dict[str, str | int]]:
+    """Each model's state and the calls in its queue, by name."""
+    return {model.name: {"state": model.state, "pending": model.pending} for model in models}
 
 
 @routes.get("/metrics")

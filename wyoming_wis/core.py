@@ -15,9 +15,9 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from . import metrics
 from .asr import AsrSession, Bias, WhisperEngine
 from .asr.session import OnText
 from .budget import MemoryBudget
@@ -25,6 +25,7 @@ from .catalog import Catalog, Found
 from .config import Settings
 from .errors import BadRequest, StartupError, UnknownModel, UnknownVoice
 from .runtime import Runtime
+from .served import Entry, Served
 from .tts import PiperEngine, SpeechCache, SpeechParams, SpeechStream
 from .tts.stream import SpeechEngine
 from .tts.voices import VOICE_NAME, XTTS, Voice, VoiceRegistry, check_name
@@ -67,7 +68,6 @@ class Core:
             if settings.speech_cache_mb
             else None
         )
-        metrics.watch_models(self)
 
     @classmethod
     def load(cls, settings: Settings) -> Core:
@@ -284,6 +284,26 @@ class Core:
                     self._piper[model.path] = engine
         return engine
 
+    # -- the read-only view frontends and /metrics read (served.py) -------------
+
+    def served(self) -> Served:
+        """What this core serves now; cheap, and safe from any thread (metrics read it in a scrape's thread).
+
+        Voices are as last refreshed: `await refresh_voices()` first to pick up changes on disk.
+        """
+        models = [engine.entry() for engine in self.engines]
+        resident = {(model.engine, model.name): model for model in models}
+        return Served(
+            models=tuple(models),
+            voices=tuple(
+                _voice_entry(voice, resident.get((voice.engine, voice.model.name))) for voice in self.voices.voices
+            ),
+            openai_voices=MappingProxyType(self.voices.openai_names),
+            partial_results=self.settings.partial_results,
+            budget_used=self.budget.used,
+            budget_limit=self.budget.limit,
+        )
+
     def close(self, timeout: float = CLOSE_SECONDS) -> None:
         """Stop every engine, then wait up to `timeout` s in all for the model calls still running.
 
@@ -298,6 +318,20 @@ class Core:
         late = [name for scheduler in schedulers for name in scheduler.join(max(0.0, deadline - time.monotonic()))]
         if late:
             _LOGGER.warning("Model calls still running after %.0f s, not waited for: %s", timeout, ", ".join(late))
+
+
+def _voice_entry(voice: Voice, model: Entry | None) -> Entry:
+    """A voice, loaded and busy as the model that speaks it (None: a Piper voice not used yet)."""
+    return Entry(
+        voice.name,
+        voice.engine,
+        tuple(voice.languages),
+        model is not None,
+        voice.model.version,
+        voice.description,
+        speakers=tuple(voice.speakers),
+        calls=model.calls if model is not None else (),
+    )
 
 
 def _piper(found: Found, runtime: Runtime, settings: Settings) -> PiperEngine:

@@ -18,8 +18,9 @@ Frontends use the helpers here rather than the metric objects: `Request` for
 requests and in-flight counts, `transcribed` when a transcript is ready,
 `SpeechSent` while speech goes out, `rtc_session` as browsers connect and
 leave. Updates are a lock and an add, safe from any thread; what is read at
-scrape time (queue depth, running calls, models loaded) is collected then from
-the live schedulers and cores.
+scrape time (queue depth, running calls, models loaded, the memory budget) is
+collected then from the view (`Core.served()`) of each core that the composition
+root named with `watch`.
 """
 
 from __future__ import annotations
@@ -38,7 +39,6 @@ from prometheus_client import (
     Histogram,
     PlatformCollector,
     ProcessCollector,
-    disable_created_metrics,
     generate_latest,
 )
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -46,14 +46,12 @@ from prometheus_client.registry import Collector
 
 from . import __version__
 from .errors import WisError
+from .served import Served
 
 FRONTENDS = ("wyoming", "http", "webrtc")
 # Seconds a user may wait: 5 ms (a cached phrase) to 30 s (a long file on a slow CPU).
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
-# No `_created` series beside every counter and histogram: they double what is stored, and
-# Prometheus's text format does not need them (the process's start time is exported).
-disable_created_metrics()
 REGISTRY = CollectorRegistry(auto_describe=True)
 ProcessCollector(registry=REGISTRY)
 PlatformCollector(registry=REGISTRY)
@@ -137,7 +135,19 @@ RTC_SESSIONS = Gauge(
 
 def exposition() -> bytes:
     """Every metric in Prometheus's text format; blocking (it asks engines whether they are loaded)."""
-    return generate_latest(REGISTRY)
+    return generate_latest(_WithoutCreated())
+
+
+class _WithoutCreated(Collector):
+    """REGISTRY without the `_created` series beside every counter and histogram: they double what is stored,
+    and Prometheus's text format does not need them (the process's start time is exported). Left out here, not
+    by prometheus_client's switch for them, which is global: it would change every other library's metrics too."""
+
+    def collect(self) -> Iterator[Metric]:
+        for metric in REGISTRY.collect():
+            created = metric.name + "_created"
+            metric.samples = [sample for sample in metric.samples if sample.name != created]
+            yield metric
 
 
 async def scrape() -> bytes:
@@ -265,39 +275,32 @@ def cache_lookup(result: str) -> None:
     _CACHE_RESULTS[result].inc()
 
 
-# -- scheduler and model state, read when scraped ---------------------------------
-
-
-class _Scheduler(Protocol):
-    engine: str
-    model: str
-    closed: bool
-    waiting: int
-    running: int
+# -- what the core serves, read when scraped ---------------------------------------
 
 
 class _Core(Protocol):
-    asr: dict[str, Any]
-    engines: list[Any]
-    budget: Any  # budget.MemoryBudget: used, limit
+    def served(self) -> Served: ...
 
 
-_schedulers: weakref.WeakSet[Any] = weakref.WeakSet()
 _cores: weakref.WeakSet[Any] = weakref.WeakSet()
+_collector: _LiveState | None = None
 
 
-def watch_scheduler(scheduler: _Scheduler) -> None:
-    """Report the scheduler's queue depth and running calls while it is open."""
-    _schedulers.add(scheduler)
+def watch(core: _Core) -> None:
+    """Report the core's queue depth, running calls, loaded models and memory budget at every scrape.
 
-
-def watch_models(core: _Core) -> None:
-    """Report whether each of the core's models is loaded."""
+    The composition root calls this once the core is loaded (until then /metrics has none of these gauges);
+    the first call adds the collector that reads them to REGISTRY.
+    """
+    global _collector
+    if _collector is None:
+        _collector = _LiveState()
+        REGISTRY.register(_collector)
     _cores.add(core)
 
 
 class _LiveState(Collector):
-    """Gauges read from live objects at scrape time, so the hot paths update nothing for them."""
+    """Gauges read from the cores' views at scrape time, so the hot paths update nothing for them."""
 
     def collect(self) -> Iterator[Metric]:
         depth = GaugeMetricFamily(
@@ -311,43 +314,35 @@ class _LiveState(Collector):
             "1 while a model is in memory, 0 once unloaded (--unload-after); it loads again on use",
             labels=["kind", "model"],
         )
-        waiting: dict[tuple[str, str], int] = {}
-        busy: dict[tuple[str, str], int] = {}
-        for scheduler in list(_schedulers):
-            if not scheduler.closed:
-                key = (scheduler.engine, scheduler.model)
-                waiting[key] = waiting.get(key, 0) + scheduler.waiting
-                busy[key] = busy.get(key, 0) + scheduler.running
-        _add(depth, waiting.items())
-        _add(running, busy.items())
-        _add(loaded, _model_states().items())
         held = GaugeMetricFamily(
             "wis_memory_budget_used_bytes", "Client audio and uploads held now, counted in --memory-budget-mb"
         )
         limit = GaugeMetricFamily("wis_memory_budget_bytes", "The memory budget for client data (--memory-budget-mb)")
-        cores = list(_cores)
-        if cores:
-            held.add_metric([], sum(core.budget.used for core in cores))
-            limit.add_metric([], sum(core.budget.limit for core in cores))
+        views = [core.served() for core in list(_cores)]
+        waiting: dict[tuple[str, str], int] = {}
+        busy: dict[tuple[str, str], int] = {}
+        states: dict[tuple[str, str], int] = {}
+        for view in views:
+            for model in view.models:
+                for calls in model.calls:
+                    if calls.open:
+                        key = (calls.engine, model.name)
+                        waiting[key] = waiting.get(key, 0) + calls.waiting
+                        busy[key] = busy.get(key, 0) + calls.running
+                key = (model.kind, model.name)
+                states[key] = max(states.get(key, 0), int(model.loaded))
+        _add(depth, waiting.items())
+        _add(running, busy.items())
+        _add(loaded, states.items())
+        if views:
+            held.add_metric([], sum(view.budget_used for view in views))
+            limit.add_metric([], sum(view.budget_limit for view in views))
         yield from (depth, running, loaded, held, limit)
 
     def describe(self) -> Iterable[Metric]:
         return []  # names are only known once models load; nothing here clashes with the metrics above
 
 
-def _model_states() -> dict[tuple[str, str], int]:
-    states: dict[tuple[str, str], int] = {}
-    for core in list(_cores):
-        for engine in core.engines:
-            kind = "asr" if core.asr.get(engine.name) is engine else "tts"
-            key = (kind, engine.name)
-            states[key] = max(states.get(key, 0), int(getattr(engine, "loaded", True)))
-    return states
-
-
 def _add(family: GaugeMetricFamily, values: Iterable[tuple[tuple[str, str], int]]) -> None:
     for labels, value in sorted(values):
         family.add_metric(list(labels), value)
-
-
-REGISTRY.register(_LiveState())

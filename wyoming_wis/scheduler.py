@@ -141,7 +141,6 @@ class Scheduler:
         ]
         for thread in self._threads:
             thread.start()
-        metrics.watch_scheduler(self)
 
     @property
     def pending(self) -> int:

@@ -12,7 +12,7 @@ from wyoming.server import AsyncStdioServer, AsyncTcpServer
 
 import http_api
 
-from . import __version__, memory
+from . import __version__, memory, metrics
 from .config import Settings
 from .core import Core
 from .discovery import Announcement, announce_address, stable_name
@@ -40,6 +40,7 @@ async def serve(settings: Settings) -> None:
         if runner is not None:
             await runner.cleanup()
         raise
+    metrics.watch(core)
     if http is not None:
         http_api.loaded(http, core)
     handler_factory = partial(WyomingHandler, core=core)

@@ -28,6 +28,7 @@ from ..errors import BadRequest, UnsupportedLanguage
 from ..languages import OLDER_CODES, whisper_code
 from ..runtime import Runtime
 from ..scheduler import Scheduler
+from ..served import WHISPER, Calls, Entry
 from . import assemble
 from .assemble import Transcript
 from .batcher import Batcher, Slot
@@ -107,7 +108,7 @@ class WhisperEngine:
                 _LOGGER.warning(
                     "Whisper %s does not support --language %s; it will detect", self.name, default_language
                 )
-        self.scheduler = Scheduler(f"whisper-{found.name}", workers, queue_size, engine="whisper", model=found.name)
+        self.scheduler = Scheduler(f"whisper-{found.name}", workers, queue_size, engine=WHISPER, model=found.name)
         # Scoring speech costs up to a second per 10 minutes of audio: in threads of its own, behind a bounded
         # queue, so that many long streams wait for it (or are refused) without delaying anything else.
         self.vad = Scheduler(f"vad-{found.name}", runtime.cpu_threads, queue_size, engine="vad", model=found.name)
@@ -307,6 +308,19 @@ class WhisperEngine:
     @property
     def loaded(self) -> bool:
         return self.model.model.model_is_loaded
+
+    def entry(self) -> Entry:
+        """The model as the core's view lists it (served.py)."""
+        return Entry(
+            self.name,
+            WHISPER,
+            tuple(self.languages),
+            self.loaded,
+            self.found.version,
+            f"Whisper {self.name} ({'multilingual' if self.multilingual else 'English only'})",
+            multilingual=self.multilingual,
+            calls=(Calls.of(self.scheduler), Calls.of(self.vad)),
+        )
 
     def warm_up(self) -> None:
         """One short pass through VAD, encoder and decoder so the first request is not slow."""

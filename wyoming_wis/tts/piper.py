@@ -38,6 +38,7 @@ from ..catalog import Found
 from ..errors import UnknownSpeaker
 from ..runtime import Runtime
 from ..scheduler import Pace, Scheduler
+from ..served import PIPER, Calls, Entry
 from .params import SpeechParams
 from .phrasing import split
 
@@ -82,11 +83,11 @@ class PiperEngine:
             config = json.load(file)
         self._front, self._decoder, self._latent = _split_at_decoder(found, _opener(runtime, workers, found.name))
         self.voice = PiperVoice(config=PiperConfig.from_dict(config), session=self._front.shared)
-        self.languages, self.speakers, _ = describe(found.name, config)
+        self.languages, self.speakers, self.description = describe(found.name, config)
         self.format = AudioFormat(rate=self.voice.config.sample_rate, width=2, channels=1)
         stat = found.path.stat()  # a changed voice file must not be mistaken for the old one
         self.identity = f"{found.name}:{found.path}:{stat.st_size}:{stat.st_mtime_ns}"
-        self.scheduler = Scheduler(f"piper-{found.name}", workers, queue_size, engine="piper", model=found.name)
+        self.scheduler = Scheduler(f"piper-{found.name}", workers, queue_size, engine=PIPER, model=found.name)
         self.gain = self._loudness_gain()
 
     def speaker_id(self, speaker: str | None) -> int | None:
@@ -147,6 +148,14 @@ class PiperEngine:
 
     def close(self) -> None:
         self.scheduler.close()
+
+    def entry(self) -> Entry:
+        """The model as the core's view lists it (served.py): in memory from its first use on."""
+        languages, speakers = tuple(self.languages), tuple(self.speakers)
+        calls = (Calls.of(self.scheduler),)
+        return Entry(
+            self.name, PIPER, languages, True, self.found.version, self.description, speakers=speakers, calls=calls
+        )
 
     # -- blocking steps, for the scheduler's threads -------------------------
 

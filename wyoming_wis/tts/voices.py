@@ -42,6 +42,7 @@ from typing import Any, Protocol
 from ..catalog import Catalog, Found
 from ..errors import BadRequest, UnknownVoice
 from ..languages import matches
+from ..served import PIPER, XTTS
 from .params import SpeechParams
 from .piper import describe
 
@@ -55,9 +56,6 @@ _REFRESH_SECONDS = 2.0
 MAX_UNKNOWN_NAMES = 256  # unknown voice names remembered, so each is logged once
 
 
-PIPER, XTTS = "piper", "xtts"  # the engines a voice may run on
-
-
 @dataclass(frozen=True)
 class Voice:
     """A voice as clients see it: a name, the model that speaks it (on `engine`), and how."""
@@ -69,7 +67,7 @@ class Voice:
     speaker: str | None = None  # the model's speaker this voice uses
     manner: dict[str, float] = field(default_factory=dict)  # changes to the model's SpeechParams
     description: str = ""
-    engine: str = PIPER
+    engine: str = PIPER  # or XTTS
 
     def params(self, defaults: SpeechParams) -> SpeechParams:
         return defaults.but(**self.manner)

@@ -46,6 +46,7 @@ from ..errors import AudioTooLong, BadAudio, BadRequest, StartupError, TextTooLo
 from ..files import atomic_write
 from ..runtime import Runtime
 from ..scheduler import Pace, Scheduler
+from ..served import XTTS, Calls, Entry
 from .params import SpeechParams
 from .voices import check_name, file_stamp
 
@@ -127,7 +128,7 @@ class XttsEngine:
         stat = (folder / "model.pth").stat()  # a changed model must not be mistaken for the old one
         self.identity = f"{found.name}:{folder}:{stat.st_size}:{stat.st_mtime_ns}"
         self.description = f"XTTS-v2 {found.name} ({len(self.languages)} languages, voice cloning)"
-        self.scheduler = Scheduler(f"xtts-{found.name}", workers, queue_size, engine="xtts", model=found.name)
+        self.scheduler = Scheduler(f"xtts-{found.name}", workers, queue_size, engine=XTTS, model=found.name)
         _LOGGER.info(
             "XTTS model %s on %s: %d studio speakers, %d cloned voices in %s",
             found.name,
@@ -292,6 +293,14 @@ class XttsEngine:
 
     def close(self) -> None:
         self.scheduler.close()
+
+    def entry(self) -> Entry:
+        """The model as the core's view lists it (served.py): loaded at start, for as long as the server runs."""
+        languages, speakers = tuple(self.languages), tuple(self.speakers)
+        calls = (Calls.of(self.scheduler),)
+        return Entry(
+            self.name, XTTS, languages, True, self.found.version, self.description, speakers=speakers, calls=calls
+        )
 
     # -- cloning ------------------------------------------------------------
 

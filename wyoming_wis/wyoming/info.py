@@ -7,7 +7,7 @@ from wyoming.info import AsrModel, AsrProgram, Attribution, Info, TtsProgram, Tt
 from .. import PROJECT_URL, __version__
 from ..core import Core
 from ..languages import spellings
-from ..tts.voices import XTTS
+from ..served import ASR, XTTS
 
 PROGRAM_NAME = "wyoming-wis"  # the name of both programs; select-program accepts it
 WHISPER = Attribution(name="OpenAI", url="https://github.com/openai/whisper")
@@ -23,16 +23,17 @@ def build_info(core: Core) -> Info:
     loaded on first use, each language in every spelling Home Assistant may ask for
     (en_US, en-US, en), since it checks a language against this list as written.
     """
+    served = core.served()
     models = [
         AsrModel(
-            name=engine.name,
+            name=model.name,
             attribution=WHISPER,
             installed=True,
-            description=f"Whisper {engine.name} ({'multilingual' if engine.multilingual else 'English only'})",
-            version=engine.found.version,
-            languages=engine.languages,
+            description=model.description,
+            version=model.version,
+            languages=list(model.languages),
         )
-        for engine in core.asr.values()
+        for model in served.of_kind(ASR)
     ]
     voices = [
         TtsVoice(
@@ -40,11 +41,11 @@ def build_info(core: Core) -> Info:
             attribution=COQUI if voice.engine == XTTS else PIPER,
             installed=True,
             description=voice.description,
-            version=voice.model.version,
+            version=voice.version,
             languages=list(dict.fromkeys(tag for code in voice.languages for tag in spellings(code))),
             speakers=[TtsVoiceSpeaker(name=speaker) for speaker in voice.speakers] or None,
         )
-        for voice in core.voices.voices
+        for voice in served.voices
     ]
     return Info(
         asr=[
@@ -55,7 +56,7 @@ def build_info(core: Core) -> Info:
                 description="Whisper speech-to-text (faster-whisper)",
                 version=__version__,
                 models=models,
-                supports_transcript_streaming=core.settings.partial_results,
+                supports_transcript_streaming=served.partial_results,
             )
         ],
         tts=[
@@ -63,7 +64,7 @@ def build_info(core: Core) -> Info:
                 name=PROGRAM_NAME,
                 attribution=US,
                 installed=True,
-                description="Piper and XTTS text-to-speech" if core.xtts else "Piper text-to-speech",
+                description="Piper and XTTS text-to-speech" if served.uses(XTTS) else "Piper text-to-speech",
                 version=__version__,
                 voices=voices,
                 supports_synthesize_streaming=True,

@@ -1,0 +1,127 @@
+"""The core's read-only view (served.py), in process: what info, /health, /v1/models and /metrics read of the core."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import shutil
+from collections.abc import Iterator
+
+import pytest
+from helpers import held
+from prometheus_client.parser import text_string_to_metric_families
+
+from wyoming_wis import metrics
+from wyoming_wis.catalog import Catalog
+from wyoming_wis.config import Settings
+from wyoming_wis.core import Core
+from wyoming_wis.served import ASR, PIPER, TTS, WHISPER, Calls, Entry, Served
+from wyoming_wis.wyoming import build_info
+
+WHISPER_MODEL, VOICE, UNUSED = "tiny.en", "en_US-joe-medium", "en_US-spare-medium"
+
+
+@pytest.fixture(scope="module")
+def core(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Core]:
+    """Whisper tiny.en (one worker, so that a second call waits) and Piper joe, loaded; a second Piper voice on disk,
+    never used."""
+    data = tmp_path_factory.mktemp("served")
+    joe = Catalog([data]).voice(VOICE).path
+    (data / "voices").mkdir()
+    shutil.copy(joe, data / "voices" / f"{UNUSED}.onnx")
+    shutil.copy(f"{joe}.json", data / "voices" / f"{UNUSED}.onnx.json")
+    args = ["--data-dir", str(data), "--asr-model", WHISPER_MODEL, "--voice", VOICE, "--asr-workers", "1"]
+    args += ["--memory-budget-mb", "64"]
+    loaded = Core.load(Settings.from_args(args, environ={}))
+    yield loaded
+    loaded.close()
+
+
+def gauges() -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    """The gauges read from the cores at scrape time, by name and labels."""
+    return {
+        (sample.name, frozenset(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(metrics.exposition().decode())
+        if family.name.startswith(("wis_queue_depth", "wis_inference_in_progress", "wis_model_loaded", "wis_memory"))
+        for sample in family.samples
+    }
+
+
+def test_the_view_lists_every_model_and_voice_with_what_frontends_read(core: Core) -> None:
+    fields = {type_: {field.name for field in dataclasses.fields(type_)} for type_ in (Served, Entry, Calls)}
+    assert fields == {
+        Served: {"models", "voices", "openai_voices", "partial_results", "budget_used", "budget_limit"},
+        Entry: {"name", "engine", "languages", "loaded", "version", "description", "multilingual", "speakers", "calls"},
+        Calls: {"engine", "pending", "waiting", "running", "open"},
+    }
+    served = core.served()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        served.partial_results = False  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        served.openai_voices["alloy"] = UNUSED  # type: ignore[index]
+    assert [(model.name, model.engine, model.kind) for model in served.models] == [
+        (WHISPER_MODEL, WHISPER, ASR),
+        (VOICE, PIPER, TTS),
+    ]
+    whisper, piper = served.models
+    assert (whisper.state, whisper.pending, whisper.languages, whisper.multilingual) == ("loaded", 0, ("en",), False)
+    assert whisper.description == "Whisper tiny.en (English only)" and whisper.version
+    assert [calls.engine for calls in whisper.calls] == ["whisper", "vad"]
+    assert (piper.state, piper.languages, piper.speakers) == ("loaded", ("en_US",), ())
+    assert piper.description == "joe (en_US, medium)" and piper.version
+
+    voices = {voice.name: voice for voice in served.voices}
+    assert set(voices) == {VOICE, UNUSED}
+    assert voices[VOICE] == piper  # a Piper voice in use: its model's entry, as a voice
+    spare = voices[UNUSED]
+    assert (spare.kind, spare.engine, spare.state, spare.pending, spare.calls) == (TTS, PIPER, "unloaded", 0, ())
+    assert served.of_kind(ASR) == (whisper,) and served.of_kind(TTS) == (piper,)
+    assert served.uses(PIPER) and not served.uses("xtts")
+    assert dict(served.openai_voices)["alloy"] == VOICE and served.partial_results
+    assert (served.budget_used, served.budget_limit) == (0, 64 * 2**20)
+
+
+async def test_queue_depth_running_calls_and_budget_reach_the_view_and_metrics(core: Core) -> None:
+    engine = core.asr_engine(WHISPER_MODEL)
+    before = gauges()
+    assert ("wis_queue_depth", frozenset({("engine", WHISPER), ("model", WHISPER_MODEL)})) not in before
+    async with held(engine.scheduler):
+        waiting = asyncio.ensure_future(engine.scheduler.run(lambda: None))
+        await asyncio.sleep(0.05)
+        with core.budget.hold() as hold:
+            hold.set(1000)
+            (whisper, *_) = core.served().models
+            assert whisper.pending == 2 and whisper.calls[0] == Calls(WHISPER, 2, 1, 1, True)
+            assert core.served().budget_used == 1000
+
+            metrics.watch(core)  # as the composition root does; the collector joins the registry only once
+            metrics.watch(core)
+            labels = frozenset({("engine", WHISPER), ("model", WHISPER_MODEL)})
+            scraped = gauges()
+            assert scraped[("wis_queue_depth", labels)] == 1
+            assert scraped[("wis_inference_in_progress", labels)] == 1
+            assert scraped[("wis_model_loaded", frozenset({("kind", ASR), ("model", WHISPER_MODEL)}))] == 1
+            assert scraped[("wis_model_loaded", frozenset({("kind", TTS), ("model", VOICE)}))] == 1
+            assert scraped[("wis_memory_budget_used_bytes", frozenset())] == 1000
+            assert scraped[("wis_memory_budget_bytes", frozenset())] == 64 * 2**20
+            assert not any(name.endswith("_created") for name, _ in scraped)
+        await waiting
+    assert core.served().models[0].pending == 0
+
+
+def test_info_reads_the_view(core: Core) -> None:
+    info = build_info(core)
+    (model,) = info.asr[0].models
+    assert (model.name, model.description, model.languages) == (WHISPER_MODEL, "Whisper tiny.en (English only)", ["en"])
+    assert info.asr[0].supports_transcript_streaming
+    assert info.tts[0].description == "Piper text-to-speech"
+    voices = {voice.name: voice for voice in info.tts[0].voices}
+    assert voices[VOICE].languages == ["en_US", "en-US", "en"] and voices[VOICE].speakers is None
+
+
+def test_an_unloaded_whisper_model_is_listed_so(core: Core) -> None:
+    engine = core.asr_engine(WHISPER_MODEL)
+    assert engine.unload_if_idle(0)
+    assert core.served().models[0].state == "unloaded"
+    metrics.watch(core)
+    assert gauges()[("wis_model_loaded", frozenset({("kind", ASR), ("model", WHISPER_MODEL)}))] == 0

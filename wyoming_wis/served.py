@@ -1,0 +1,99 @@
+"""What the core serves, as a read-only snapshot: the one thing frontends and /metrics read about models and voices.
+
+`Core.served()` builds a `Served`; `info`, `/health`, `/v1/models`, `/v1/audio/voices` and the live gauges in
+/metrics all read it, so none of them walks the engines in a way of its own, and an engine can change inside
+without a frontend noticing. Each engine describes its model with an `entry()` method.
+
+Plain data, importing nothing of ours, so that engines can describe themselves in it without importing the core.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+# The engines a model runs on (also the `engine` label of the model-call metrics), and the kind of each.
+WHISPER, PIPER, XTTS = "whisper", "piper", "xtts"
+ASR, TTS = "asr", "tts"
+KINDS = {WHISPER: ASR, PIPER: TTS, XTTS: TTS}
+LOADED, UNLOADED = "loaded", "unloaded"
+
+
+class _Queue(Protocol):
+    """What a Calls reads of a scheduler."""
+
+    engine: str
+
+    @property
+    def pending(self) -> int: ...
+
+    @property
+    def waiting(self) -> int: ...
+
+    @property
+    def running(self) -> int: ...
+
+    @property
+    def closed(self) -> bool: ...
+
+
+@dataclass(frozen=True)
+class Calls:
+    """The model calls in one engine queue now."""
+
+    engine: str  # the queue's `engine` label in /metrics: whisper, vad (Whisper's speech detector), piper, xtts
+    pending: int  # running or waiting, as the queue counts them to admit new calls
+    waiting: int
+    running: int
+    open: bool  # False once the engine has shut down
+
+    @classmethod
+    def of(cls, queue: _Queue) -> Calls:
+        return cls(queue.engine, queue.pending, queue.waiting, queue.running, not queue.closed)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One model or voice, as clients may see it."""
+
+    name: str
+    engine: str  # WHISPER, PIPER or XTTS
+    languages: tuple[str, ...]
+    loaded: bool  # a Whisper model unloaded after --unload-after loads again on use; so does a Piper voice
+    version: str | None
+    description: str
+    multilingual: bool = False  # Whisper: more languages than English
+    speakers: tuple[str, ...] = ()  # a voice's speakers, if it has more than one
+    calls: tuple[Calls, ...] = ()  # its model's queues, its own first (Whisper's speech detector next); () unloaded
+
+    @property
+    def kind(self) -> str:
+        return KINDS[self.engine]
+
+    @property
+    def state(self) -> str:
+        return LOADED if self.loaded else UNLOADED
+
+    @property
+    def pending(self) -> int:
+        """Calls running or waiting in the model's own queue: its queue depth."""
+        return self.calls[0].pending if self.calls else 0
+
+
+@dataclass(frozen=True)
+class Served:
+    """Everything a client may name, and what the server holds for them, at one moment."""
+
+    models: tuple[Entry, ...]  # the models in memory or ready to load again: Whisper, then Piper, then XTTS
+    voices: tuple[Entry, ...]  # every voice a client may name (Piper voices are loaded on first use)
+    openai_voices: Mapping[str, str]  # each OpenAI voice name and the voice it means
+    partial_results: bool  # whether ASR sends text while the audio still streams
+    budget_used: int  # bytes of client audio and uploads held now (--memory-budget-mb)
+    budget_limit: int
+
+    def of_kind(self, kind: str) -> tuple[Entry, ...]:
+        return tuple(model for model in self.models if model.kind == kind)
+
+    def uses(self, engine: str) -> bool:
+        return any(model.engine == engine for model in self.models)
