@@ -5,7 +5,10 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
+import subprocess
+import sys
 import threading
+from collections.abc import Generator
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +20,7 @@ from wyoming_wis.asr.decoder import Decoded, Word
 from wyoming_wis.audio import AudioFormat, PcmConverter
 from wyoming_wis.catalog import Catalog
 from wyoming_wis.config import Settings
-from wyoming_wis.errors import Busy, UnknownSpeaker, UnsupportedAudioFormat
+from wyoming_wis.errors import BadRequest, Busy, UnknownSpeaker, UnsupportedAudioFormat
 from wyoming_wis.files import atomic_write
 from wyoming_wis.runtime import Runtime
 from wyoming_wis.scheduler import Scheduler
@@ -151,3 +154,85 @@ def test_a_file_is_replaced_whole_or_left_as_it_was(tmp_path: Path) -> None:
         raise OSError("disk full")
     assert path.read_bytes() == b"second"
     assert [child.name for child in path.parent.iterdir()] == ["entry"]  # no temporary file stays
+
+
+async def test_a_streamed_call_holds_its_worker_back_and_stops_when_its_reader_leaves() -> None:
+    """Scheduler.stream: at most `ahead` items wait for a slow reader; a reader that leaves closes the generator."""
+    made: list[int] = []
+    closed = threading.Event()
+
+    def count() -> Generator[int, None, None]:
+        try:
+            for number in range(1000):
+                made.append(number)
+                yield number
+        finally:
+            closed.set()  # where a lock the call holds is released
+
+    scheduler = Scheduler("test", workers=1, queue_size=1)
+    try:
+        items = scheduler.stream(count, ahead=2)
+        assert await items.__anext__() == 0
+        await asyncio.sleep(0.3)
+        assert len(made) <= 4  # the one read, two waiting, one blocked in the hand-off
+        await items.aclose()
+        assert await asyncio.to_thread(closed.wait, 5)
+        await asyncio.sleep(0.05)
+        assert scheduler.pending == 0 and len(made) <= 4
+        assert [item async for item in scheduler.stream(lambda: (n for n in range(3)), ahead=1)] == [0, 1, 2]
+    finally:
+        scheduler.close()
+
+
+async def test_a_streamed_call_gives_its_items_then_its_error() -> None:
+    def fail_after_two() -> Generator[int, None, None]:
+        yield 1
+        yield 2
+        raise ValueError("the model failed")
+
+    scheduler = Scheduler("test", workers=1, queue_size=1)
+    got: list[int] = []
+    try:
+        with pytest.raises(ValueError, match="the model failed"):
+            async for item in scheduler.stream(fail_after_two, ahead=4):
+                got.append(item)
+        assert got == [1, 2]
+    finally:
+        scheduler.close()
+
+
+def test_xtts_voice_store_keeps_cloned_voices_in_files_without_torch(tmp_path: Path) -> None:
+    pytest.importorskip("safetensors", reason="the xtts extra is not installed")
+    from wyoming_wis.tts.xtts_voices import VoiceStore, XttsVoice
+
+    rng = np.random.default_rng(3)
+    voice = XttsVoice("grandma", rng.random((1, 32, 8), np.float32), rng.random((1, 512, 1), np.float32), True)
+    store = VoiceStore(tmp_path / "voices", model="tiny", width=8, studio=["Studio_One"])
+    info = store.save(voice, 4.25, 1234)
+    assert info["name"] == "grandma" and info["model"] == "tiny" and info["source_seconds"] == 4.25
+    assert sorted(path.name for path in store.folder.iterdir()) == ["grandma.json", "grandma.safetensors"]
+    assert json.loads((store.folder / "grandma.json").read_text()) == info
+
+    other = VoiceStore(store.folder, model="tiny", width=8, studio=["Studio_One"])  # another server, or a restart
+    assert list(other.voices) == ["grandma"] and other.voices["grandma"].digest == voice.digest
+    assert np.array_equal(other.voices["grandma"].gpt_cond_latent, voice.gpt_cond_latent)
+    wider = VoiceStore(store.folder, model="big", width=16, studio=[])  # a voice made for another model is left out
+    assert not wider.voices
+    with pytest.raises(BadRequest, match="studio speaker"):
+        store.check_new_name("Studio_One")
+    with pytest.raises(BadRequest, match="Invalid voice name"):
+        store.check_new_name("../up")
+
+    store.remove("grandma")
+    assert not list(store.folder.iterdir()) and not store.voices
+    other.rescan()
+    assert not other.voices
+    with pytest.raises(UnknownSpeaker, match="no cloned voice 'grandma'"):
+        store.remove("grandma")
+
+
+def test_the_pipe_and_the_voice_store_import_without_torch() -> None:
+    """Only the XTTS engine imports torch, and only for --xtts."""
+    pytest.importorskip("safetensors", reason="the xtts extra is not installed")
+    code = "import sys, wyoming_wis.pipe, wyoming_wis.tts.xtts_voices; assert 'torch' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

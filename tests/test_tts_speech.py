@@ -22,6 +22,7 @@ from wyoming_wis.tts import PiperEngine, SpeechCache, SpeechParams, SpeechStream
 from wyoming_wis.tts.normalize import normalize
 from wyoming_wis.tts.phrasing import Phrasing
 from wyoming_wis.tts.piper import FIRST_FRAMES, MAX_PIECE
+from wyoming_wis.tts.stream import Utterance
 
 STEADY = SpeechParams(noise_scale=0.0, noise_w=0.0)  # no randomness: lengths can be compared exactly
 HOP = 256  # samples per latent frame in Piper's medium voices
@@ -29,7 +30,7 @@ HOP = 256  # samples per latent frame in Piper's medium voices
 
 async def say(engine: PiperEngine, text: str, params: SpeechParams) -> bytes:
     """All of the speech, a sentence at a time (as for a listener with audio in hand)."""
-    return b"".join([piece async for piece in engine.stream(text, None, params, Pace(), urgent=False)])
+    return b"".join([piece async for piece in engine.stream(Utterance(text, None, params, Pace()))])
 
 
 def same_sound(a: bytes, b: bytes) -> bool:
@@ -86,7 +87,7 @@ async def test_pieces_join_without_a_seam(joe: PiperEngine) -> None:
         "According to the forecast for the rest of the week, "
         "temperatures will stay between twelve and seventeen degrees."
     )
-    pieces = [piece async for piece in joe.stream(text, None, STEADY, Pace(), urgent=True)]
+    pieces = [piece async for piece in joe.stream(Utterance(text, None, STEADY, Pace(), urgent=True))]
     (ids,) = joe._phoneme_ids(text)
     whole = joe._whole(ids, joe._feeds(None, STEADY), alone=True)
     first, *rest = [len(piece) // (HOP * 2) for piece in pieces]

@@ -2,7 +2,8 @@
 
 Each engine owns one Scheduler. At most `workers` calls run at once; up to
 `queue_size` more wait. Past that, `run` raises `Busy` at once, so overload is a
-clear answer to the client rather than a backlog that grows without end.
+clear answer to the client rather than a backlog that grows without end. `run`
+gives a call's result; `stream` gives a call's output in pieces as it is made.
 
 Waiting calls start in order of their deadline: the moment their client gives up
 (see below; earliest deadline first), else the moment they were submitted, or, for
@@ -27,7 +28,7 @@ import itertools
 import math
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Generator, Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -36,6 +37,7 @@ from typing import Any, TypeVar
 
 from . import metrics
 from .errors import Busy
+from .pipe import Pipe
 
 T = TypeVar("T")
 _GIVES_UP: ContextVar[float | None] = ContextVar("gives_up", default=None)  # time.monotonic() the client leaves
@@ -205,6 +207,29 @@ class Scheduler:
         self._pending += 1
         future.add_done_callback(lambda _: _call_soon(loop, self._release))
         return await asyncio.wrap_future(future)
+
+    async def stream(
+        self, produce: Callable[..., Generator[T, None, None]], *args: Any, ahead: int, pace: Pace | None = None
+    ) -> AsyncIterator[T]:
+        """The items of `produce(*args)`, each as soon as a worker thread makes it: `run` for output in pieces.
+
+        The call is queued and admitted like `run`'s, as one call. At most `ahead` items wait to be read, so a
+        slow reader holds the worker back instead of piling up output; a reader that stops early ends the call
+        at its next item (see pipe.py).
+        """
+        pipe: Pipe[T] = Pipe(asyncio.get_running_loop(), ahead)
+        job = asyncio.ensure_future(self.run(pipe.fill, produce, *args, pace=pace))
+        job.add_done_callback(lambda _: pipe.finish())
+        try:
+            while (item := await pipe.receive()) is not None:
+                yield item
+            await job  # the worker's error, if it had one
+        finally:
+            pipe.close()
+            if not job.done():
+                job.cancel()  # drops it if it is still waiting for a worker
+            elif not job.cancelled():
+                job.exception()  # seen; it was raised above unless the reader left early
 
     def _ahead(self, deadline: float) -> tuple[int, float]:
         """The calls a new one with this deadline would wait behind (running or queued before it): how many,

@@ -37,10 +37,11 @@ from ..audio import AudioFormat
 from ..catalog import Found
 from ..errors import UnknownSpeaker
 from ..runtime import Runtime
-from ..scheduler import Pace, Scheduler
+from ..scheduler import Scheduler
 from ..served import PIPER, Calls, Entry
 from .params import SpeechParams
 from .phrasing import split
+from .stream import Utterance
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -102,25 +103,19 @@ class PiperEngine:
         known = ", ".join(self.speakers) if self.speakers else "none, it has one speaker"
         raise UnknownSpeaker(f"Voice {self.name!r} has no speaker {speaker!r} (speakers: {known})")
 
-    async def stream(
-        self,
-        text: str,
-        speaker: str | None,
-        params: SpeechParams,
-        pace: Pace,
-        urgent: bool = False,
-        language: str | None = None,  # a Piper voice speaks its own language
-    ) -> AsyncIterator[bytes]:
+    async def stream(self, utterance: Utterance) -> AsyncIterator[bytes]:
         """16-bit mono PCM at `format.rate`, then `sentence_silence`, in pieces.
 
         Each sentence is made in steps, latents then pieces of sound, and an
         `urgent` phrase (the listener is waiting for it) starts with a short
         piece. Every step is queued by the listener's deadline, and uses every
-        core if it is the only one running.
+        core if it is the only one running. A Piper voice speaks its own
+        language, whatever the request's.
         """
-        feeds = self._feeds(self.speaker_id(speaker), params)
+        params, pace, urgent = utterance.params, utterance.pace, utterance.urgent
+        feeds = self._feeds(self.speaker_id(utterance.speaker), params)
         frame = self.voice.config.hop_length / self.format.rate
-        for ids in await self.scheduler.run(self._phoneme_ids, text, pace=pace):
+        for ids in await self.scheduler.run(self._phoneme_ids, utterance.text, pace=pace):
             if self._decoder is None:
                 yield await self.scheduler.run(self._whole, ids, feeds, self._alone, pace=pace)
                 continue

@@ -35,6 +35,18 @@ AHEAD = 2  # phrases in the making at once: the one being sent and the next
 URGENT = 0.3  # seconds of audio left to play below which a phrase is needed at once
 
 
+@dataclass(frozen=True)
+class Utterance:
+    """What a stream asks an engine to say, a phrase at a time, and how."""
+
+    text: str
+    speaker: str | None
+    params: SpeechParams
+    pace: Pace  # the listener's: engine calls queue by when they need the audio
+    urgent: bool = False  # the listener is waiting for this text
+    language: str | None = None  # the request's; engines may ignore it
+
+
 class SpeechEngine(Protocol):
     """What a stream needs from a TTS engine."""
 
@@ -50,20 +62,8 @@ class SpeechEngine(Protocol):
         Raises UnknownSpeaker, so a stream fails before any text is written.
         """
 
-    def stream(
-        self,
-        text: str,
-        speaker: str | None,
-        params: SpeechParams,
-        pace: Pace,
-        urgent: bool = False,
-        language: str | None = None,
-    ) -> AsyncIterator[bytes]:
-        """PCM in `format`, in pieces, as it is made.
-
-        `urgent` when the listener is waiting for this text; `language` is the
-        request's (engines may ignore it).
-        """
+    def stream(self, utterance: Utterance) -> AsyncIterator[bytes]:
+        """PCM in `format`, in pieces, as it is made."""
 
 
 @dataclass(frozen=True)
@@ -228,4 +228,4 @@ class SpeechStream:
         await self.cache.put(key, b"".join(pieces))
 
     def _engine_stream(self, text: str, params: SpeechParams, urgent: bool) -> AsyncIterator[bytes]:
-        return self.voice.stream(text, self._speaker, params, self.pace, urgent, self.language)
+        return self.voice.stream(Utterance(text, self._speaker, params, self.pace, urgent, self.language))

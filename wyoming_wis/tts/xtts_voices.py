@@ -1,0 +1,191 @@
+"""XTTS's voices: the latents a voice is, the recordings they are cloned from, and the folder cloned ones live in.
+
+A cloned voice is its conditioning latents, computed once from the reference
+recording and stored as `folder/NAME.safetensors` with a `NAME.json` sidecar,
+so it costs nothing at speaking time and survives a restart. Servers that share
+a data dir share the folder, and each picks up the others' changes on `rescan`.
+Each voice carries a digest of its latents: the speech cache keys on it, so a
+voice cloned again under the same name never gets the old voice's cached speech.
+
+Latents are numpy arrays here, so this module (like the server without --xtts)
+never imports torch; the engine (xtts.py) turns them into tensors to speak.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import threading
+import time
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from safetensors.numpy import load_file, save
+
+from ..audio import decode_file
+from ..errors import AudioTooLong, BadAudio, BadRequest, StartupError, UnknownSpeaker
+from ..files import atomic_write
+from .voices import check_name, file_stamp
+
+_LOGGER = logging.getLogger(__name__)
+
+MAX_REFERENCE_BYTES = 10 * 1024 * 1024
+MIN_REFERENCE_SECONDS = 3.0
+MAX_REFERENCE_SECONDS = 30.0
+_SUFFIX = ".safetensors"
+_SIDECAR = ".json"
+_LATENT_KEYS = ("gpt_cond_latent", "speaker_embedding")
+_EMBEDDING_SHAPE = (1, 512, 1)
+
+
+@dataclass(frozen=True, eq=False)
+class XttsVoice:
+    """What XTTS speaks with: the GPT conditioning and the decoder's speaker embedding."""
+
+    name: str
+    gpt_cond_latent: np.ndarray  # [1, 32, GPT width], float32
+    speaker_embedding: np.ndarray  # [1, 512, 1], float32
+    cloned: bool
+
+    @cached_property
+    def digest(self) -> str:
+        """What the voice sounds like, in a few bytes: equal latents, equal digest."""
+        digest = hashlib.sha256()
+        for array in (self.gpt_cond_latent, self.speaker_embedding):
+            digest.update(np.ascontiguousarray(array, dtype=np.float32).tobytes())
+        return digest.hexdigest()[:16]
+
+
+class VoiceStore:
+    """The cloned voices of one XTTS model: read from its folder, kept in memory, written back whole."""
+
+    def __init__(self, folder: Path, *, model: str, width: int, studio: Collection[str]) -> None:
+        """`width` is the model's GPT width, so a voice made for another model is refused; `studio` names the
+        model's studio speakers, which no cloned voice may take."""
+        self.folder = Path(folder)
+        self.model = model
+        self._width = width
+        self._studio = frozenset(studio)
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise StartupError(f"Cannot create the XTTS voices dir {self.folder}: {err}") from err
+        self._lock = threading.Lock()  # guards _voices and _files, changed by saves, removals and rescans
+        self._voices: dict[str, XttsVoice] = {}  # replaced whole on each change, so readers need no lock
+        self._files: dict[str, tuple[int, int]] = {}  # the stored file each voice was read from
+        self.rescan()
+
+    @property
+    def voices(self) -> Mapping[str, XttsVoice]:
+        """The voices by name, in order of their names."""
+        return self._voices
+
+    def check_new_name(self, name: object) -> str:
+        """The name for a voice about to be cloned; raises BadRequest for one that cannot be used."""
+        if not isinstance(name, str):
+            raise BadRequest(f"A voice name must be a string, got {type(name).__name__}")
+        check_name(name)
+        if name in self._studio:
+            raise BadRequest(f"{name!r} is a studio speaker of XTTS model {self.model!r}; choose another name")
+        return name
+
+    def save(self, voice: XttsVoice, source_seconds: float, source_bytes: int) -> dict[str, Any]:
+        """Store a voice (replacing one of that name) and return its sidecar; blocking (file system)."""
+        info = {
+            "name": voice.name,
+            "model": self.model,
+            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "source_seconds": round(source_seconds, 3),
+            "source_bytes": source_bytes,
+        }
+        path = self._path(voice.name, _SUFFIX)
+        arrays = {key: np.ascontiguousarray(getattr(voice, key)) for key in _LATENT_KEYS}
+        with self._lock:
+            with atomic_write(self._path(voice.name, _SIDECAR)) as file:
+                file.write(json.dumps(info, indent=2).encode())
+            with atomic_write(path) as file:
+                file.write(save(arrays))
+            self._voices = dict(sorted({**self._voices, voice.name: voice}.items()))
+            stamp = file_stamp(path)
+            if stamp is not None:
+                self._files[voice.name] = stamp
+        return info
+
+    def remove(self, name: str) -> None:
+        """Forget a voice and delete its files; blocking (file system)."""
+        with self._lock:
+            if name not in self._voices:
+                raise UnknownSpeaker(f"XTTS model {self.model!r} has no cloned voice {name!r}")
+            self._voices = {key: voice for key, voice in self._voices.items() if key != name}
+            self._files.pop(name, None)
+            for suffix in (_SUFFIX, _SIDECAR):
+                self._path(name, suffix).unlink(missing_ok=True)
+
+    def rescan(self) -> None:
+        """Pick up voices cloned or removed by another server sharing the folder; cheap when none were."""
+        files = {path.name[: -len(_SUFFIX)]: path for path in self.folder.glob(f"*{_SUFFIX}")}
+        stamps = {name: stamp for name, path in files.items() if (stamp := file_stamp(path)) is not None}
+        with self._lock:
+            if stamps == self._files:
+                return
+            voices = {name: voice for name, voice in self._voices.items() if stamps.get(name) == self._files.get(name)}
+            for name in sorted(stamps.keys() - voices.keys()):
+                voice = self._read(name, files[name])
+                if voice is not None:
+                    voices[name] = voice
+            self._voices, self._files = dict(sorted(voices.items())), stamps
+
+    def _path(self, name: str, suffix: str) -> Path:
+        return self.folder / f"{name}{suffix}"
+
+    def _read(self, name: str, path: Path) -> XttsVoice | None:
+        """A stored voice, or None (logged) for a file that is damaged, foreign or badly named."""
+        try:
+            check_name(name)
+            if name in self._studio:
+                raise ValueError(f"{name!r} is a studio speaker's name")
+            arrays = load_file(path)
+            latent, embedding = (arrays[key] for key in _LATENT_KEYS)
+            if latent.ndim != 3 or latent.shape[-1] != self._width or embedding.shape != _EMBEDDING_SHAPE:
+                raise ValueError(f"shapes {tuple(latent.shape)} and {tuple(embedding.shape)} are not this model's")
+        except Exception as err:  # a damaged or foreign file must not stop the server
+            _LOGGER.warning("Ignoring XTTS voice file %s: %s", path, err)
+            return None
+        return XttsVoice(name, latent, embedding, cloned=True)
+
+
+def check_reference_size(audio: bytes) -> None:
+    """Refuse a recording that is not bytes, is empty or is too big, before it waits for a worker."""
+    if not isinstance(audio, (bytes, bytearray, memoryview)):
+        raise BadAudio(f"The reference audio must be bytes, got {type(audio).__name__}")
+    if not audio:
+        raise BadAudio("The reference audio is empty")
+    if len(audio) > MAX_REFERENCE_BYTES:
+        raise BadAudio(
+            f"The reference audio is {len(audio) / 1e6:.1f} MB; the limit is {MAX_REFERENCE_BYTES / 1e6:.0f} MB"
+        )
+
+
+def decode_reference(audio: bytes, rate: int) -> np.ndarray:
+    """A recording in any format PyAV reads, as mono float32 at `rate`, checked for size, length and silence."""
+    check_reference_size(audio)
+    try:
+        samples = decode_file(audio, rate, MAX_REFERENCE_SECONDS, "reference audio")
+    except AudioTooLong as err:
+        raise BadAudio(
+            f"The reference audio is longer than {MAX_REFERENCE_SECONDS:.0f} s; "
+            f"use {MIN_REFERENCE_SECONDS:.0f}-{MAX_REFERENCE_SECONDS:.0f} s of clear speech"
+        ) from err
+    seconds = len(samples) / rate
+    if seconds < MIN_REFERENCE_SECONDS:
+        raise BadAudio(
+            f"The reference audio is {seconds:.1f} s; XTTS needs at least {MIN_REFERENCE_SECONDS:.0f} s of speech"
+        )
+    if not np.isfinite(samples).all() or float(np.abs(samples).max()) < 1e-4:
+        raise BadAudio("The reference audio is silent")
+    return np.clip(samples, -1.0, 1.0).astype(np.float32, copy=False)
