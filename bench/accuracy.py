@@ -343,7 +343,7 @@ async def ours(
 ) -> tuple[Transcript, float]:
     """Our final transcript, and the seconds it took."""
     began = time.monotonic()
-    options = engine.options(setting.code(utterance), task=setting.task, words=words, beam_size=setting.beam)
+    options = engine.options(language=setting.code(utterance), task=setting.task, words=words, beam_size=setting.beam)
     transcript = await engine.transcribe(utterance.samples(), options)
     return transcript, time.monotonic() - began
 

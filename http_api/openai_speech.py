@@ -19,8 +19,9 @@ from aiohttp import web
 
 from wyoming_wis import metrics
 from wyoming_wis.audio import ENCODINGS, Encoder
+from wyoming_wis.core import Piece, SpeechStream
 from wyoming_wis.errors import BadAudio
-from wyoming_wis.tts.stream import Piece, SpeechStream
+from wyoming_wis.requests import SpeechRequest
 
 from . import fields, limits
 from .errors import ApiError, bad_field
@@ -70,15 +71,16 @@ async def speech(request: web.Request) -> web.StreamResponse:
             "model",
             "model_not_found",
         )
+    asked = SpeechRequest(
+        voice=fields.text(voice, "voice"),
+        speaker=fields.text(body.get("speaker"), "speaker"),
+        language=fields.text(body.get("language"), "language"),
+        speed=speed,
+        cached=fields.boolean(body.get("cache"), "cache", SpeechRequest.cached),
+        reference=reference,
+    )
     try:
-        stream = await core.speech_stream(
-            fields.text(voice, "voice"),
-            fields.text(body.get("speaker"), "speaker"),
-            fields.text(body.get("language"), "language"),
-            speed,
-            fields.boolean(body.get("cache"), "cache", True),
-            reference,
-        )
+        stream = await core.speech_stream(asked)
     except BadAudio as err:  # only a reference recording is decoded here
         raise ApiError(415, err.message, "reference_audio", err.code) from err
     stream.write(text)

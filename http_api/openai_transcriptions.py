@@ -14,9 +14,9 @@ from typing import Any, BinaryIO
 import numpy as np
 from aiohttp import web
 
-from wyoming_wis import metrics
-from wyoming_wis.asr import AsrSession
 from wyoming_wis.audio import WHISPER_RATE, decode_file
+from wyoming_wis.core import AsrSession
+from wyoming_wis.requests import AsrRequest
 
 from . import fields, transcript_formats
 from .errors import ApiError, bad_field
@@ -48,7 +48,7 @@ async def _transcribe(request: web.Request, task: str) -> web.StreamResponse:
         raise bad_field("file", "'file' is required: the audio, as a file in multipart/form-data")
     model = fields.text(form.get("model"), "model")
     response_format = fields.choice(form.get("response_format"), "response_format", transcript_formats.FORMATS, "json")
-    temperature = fields.number(form.get("temperature"), "temperature", 0.0, 1.0) or 0.0
+    temperature = fields.number(form.get("temperature"), "temperature", 0.0, 1.0)
     granularities = form.getall("timestamp_granularities[]", []) + form.getall("timestamp_granularities", [])
     for granularity in granularities:
         if granularity not in GRANULARITIES:
@@ -63,22 +63,17 @@ async def _transcribe(request: web.Request, task: str) -> web.StreamResponse:
         assert events is not None
         await events.send({"type": "transcript.text.delta", "delta": delta})
 
-    core = core_of(request)
-    session = core.asr_session(
-        None if model in (None, OPENAI_ASR_MODEL) else model,
-        fields.text(form.get("language"), "language"),
-        on_text=on_text if stream else None,
+    asked = AsrRequest(
+        model=None if model in (None, OPENAI_ASR_MODEL) else model,
+        language=fields.text(form.get("language"), "language"),
         task=task,
         prompt=fields.text(form.get("prompt"), "prompt"),
         words=words,
-        temperature=temperature,
+        temperature=AsrRequest.temperature if temperature is None else temperature,
     )
-    try:
+    async with core_of(request).open_asr(asked, frontend="http", on_text=on_text if stream else None) as session:
         await feed_file(request, session, upload.file)
-        transcript = await session.finish()
-    finally:
-        session.close()
-    metrics.transcribed("http", session.engine.name, transcript.duration, received)
+        transcript = await session.finish(received)
     if events is not None:
         if events.response is None and transcript.text:  # partial results are off: all of it at once
             await on_text(transcript.text)

@@ -6,7 +6,7 @@ from typing import Any
 
 from aiohttp import web
 
-from wyoming_wis.asr import Transcript
+from wyoming_wis.core import Transcript
 
 FORMATS = ("json", "text", "srt", "vtt", "verbose_json")
 

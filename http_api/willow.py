@@ -21,12 +21,10 @@ import time
 
 from aiohttp import web
 
-from wyoming_wis import metrics
-from wyoming_wis.asr import AsrSession
-from wyoming_wis.asr.engine import Transcript
 from wyoming_wis.audio import AmrWbDecoder, AudioFormat, write_wav
-from wyoming_wis.core import MAX_BEAM_SIZE
+from wyoming_wis.core import AsrSession, Transcript
 from wyoming_wis.errors import UnsupportedAudioFormat
+from wyoming_wis.requests import MAX_BEAM_SIZE, AsrRequest, SpeechRequest
 from wyoming_wis.scheduler import patience
 
 from . import fields
@@ -56,7 +54,7 @@ async def tts(request: web.Request) -> web.StreamResponse:
     await core.refresh_voices()
     voice = query.get("voice") or query.get("speaker")  # an unknown one (WIS's legacy speaker=CLB) gets a substitute
     language = fields.text(query.get("language"), "language")
-    stream = await core.speech_stream(voice, None, language, None, "nocache" not in query)
+    stream = await core.speech_stream(SpeechRequest(voice=voice, language=language, cached="nocache" not in query))
     stream.write(text)
     stream.close()
     return await send_speech(request, stream, "wav")
@@ -72,8 +70,7 @@ async def willow(request: web.Request) -> web.Response:
     """Transcribe the body as it streams in; `{"language", "text"}`, with timings (ms) if `stats` is set."""
     started = time.perf_counter()
     audio_format, codec = _device_format(request)
-    session = _session(request)
-    try:
+    async with _session(request) as session:
         if codec == "amrwb":
             await _feed_amrwb(request, session)
         else:
@@ -83,10 +80,7 @@ async def willow(request: web.Request) -> web.Response:
                     await session.feed(data, audio_format)
         received = time.perf_counter()
         with patience(core_of(request).settings.willow_max_wait):  # the device waits from the end of its audio
-            transcript = await session.finish()
-    finally:
-        session.close()
-    metrics.transcribed("http", session.engine.name, transcript.duration, received)
+            transcript = await session.finish(received)
     if fields.boolean(request.query.get("save_audio"), "save_audio", False):
         await _save(request, session)
     return _answer(request, transcript, started, received)
@@ -108,14 +102,10 @@ async def asr(request: web.Request) -> web.Response:
     form = await fields.read_form(request)
     uploaded = time.perf_counter()  # the end of the client's audio
     upload = _upload(form.get("audio_file"))
-    session = _session(request)
-    try:
+    async with _session(request) as session:
         await feed_file(request, session, upload.file, "audio_file")
         received = time.perf_counter()
-        transcript = await session.finish()
-    finally:
-        session.close()
-    metrics.transcribed("http", session.engine.name, transcript.duration, uploaded)
+        transcript = await session.finish(uploaded)
     return _answer(request, transcript, started, received, stats=True)  # WIS always times /api/asr
 
 
@@ -156,14 +146,14 @@ async def _save(request: web.Request, session: AsrSession) -> None:
 def _session(request: web.Request) -> AsrSession:
     """An ASR session from WIS's query parameters; `beam_size` and `detect_language` override the server's."""
     query = request.query
-    task = "translate" if fields.boolean(query.get("translate"), "translate", False) else "transcribe"
-    return core_of(request).asr_session(
-        query.get("model") or None,
-        fields.text(query.get("force_language"), "force_language"),
-        task=task,
+    asked = AsrRequest(
+        model=query.get("model") or None,
+        language=fields.text(query.get("force_language"), "force_language"),
+        task="translate" if fields.boolean(query.get("translate"), "translate", False) else "transcribe",
         beam_size=fields.integer(query.get("beam_size"), "beam_size", 1, MAX_BEAM_SIZE),
-        detect_language=fields.boolean(query.get("detect_language"), "detect_language", False),
+        detect_language=fields.boolean(query.get("detect_language"), "detect_language", AsrRequest.detect_language),
     )
+    return core_of(request).open_asr(asked, frontend="http")
 
 
 def _answer(

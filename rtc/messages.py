@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from wyoming_wis.core import MAX_BEAM_SIZE
+from wyoming_wis.requests import MAX_BEAM_SIZE, AsrRequest
 
 MAX_MESSAGE = 64 * 1024  # characters; a control message is a few dozen
 BAD_MESSAGE = "bad-message"
@@ -45,6 +45,15 @@ class Params:
         """These parameters where given, `base`'s elsewhere."""
         given = {field.name: getattr(self, field.name) for field in fields(self)}
         return replace(base, **{name: value for name, value in given.items() if value is not None})
+
+    def request(self) -> AsrRequest:
+        """The ASR request these parameters ask for; what is not given is the server's."""
+        return AsrRequest(
+            model=self.model,
+            language=self.language,
+            beam_size=self.beam_size,
+            detect_language=bool(self.detect_language),
+        )
 
     @classmethod
     def parse(cls, values: Any, where: str) -> Params:

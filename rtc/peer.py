@@ -44,12 +44,10 @@ from aiortc.rtcrtpreceiver import RTCRtpReceiver
 from aiortc.rtp import RtcpByePacket
 
 from wyoming_wis import metrics
-from wyoming_wis.asr import AsrSession
-from wyoming_wis.asr.engine import Transcript
 from wyoming_wis.budget import client
 from wyoming_wis.config import PortRange
-from wyoming_wis.core import Core
-from wyoming_wis.errors import WisError
+from wyoming_wis.core import AsrSession, Core, Transcript
+from wyoming_wis.errors import UnknownModel, WisError
 from wyoming_wis.scheduler import patience
 
 from . import ice, messages
@@ -265,13 +263,8 @@ class Peer:
         wanted = params.over(self._defaults)
         utterance = _Utterance(channel, wanted)
         with client(self.remote):
-            session = self._core.asr_session(
-                wanted.model,
-                wanted.language,
-                on_text=utterance.heard,  # also without partials: the session decodes ahead only for a listener
-                beam_size=wanted.beam_size,
-                detect_language=bool(wanted.detect_language),
-            )
+            # `heard` also without partials: the session decodes ahead only for a listener
+            session = self._core.open_asr(wanted.request(), frontend="webrtc", on_text=utterance.heard)
         utterance.begin(session, Listener(session, self._executor))
         self._utterance = utterance
 
@@ -288,7 +281,7 @@ class Peer:
         try:
             await utterance.listener.drain()
             with patience(self._limits.max_wait):
-                transcript = await self._transcribe(utterance, params)
+                transcript = await self._transcribe(utterance, params, stopped)
         except WisError as err:
             utterance.end(err)
             self._refuse(utterance.channel, err)
@@ -298,42 +291,33 @@ class Peer:
             raise
         took = time.perf_counter() - stopped
         utterance.end(None)
-        metrics.transcribed("webrtc", utterance.model, transcript.duration, stopped)
         _send(
             utterance.channel,
             messages.infer(transcript.text, transcript.language, transcript.duration, took, utterance.model),
         )
         _LOGGER.debug("WebRTC connection %d: %.1f s of audio, transcript in %.3f s", self.id, transcript.duration, took)
 
-    async def _transcribe(self, utterance: _Utterance, params: Params) -> Transcript:
+    async def _transcribe(self, utterance: _Utterance, params: Params, stopped: float) -> Transcript:
         """The final transcript: the running session's, or a decode of its audio with stop's parameters."""
         session = utterance.session
         final = params.over(utterance.params)
-        if final.model and final.model not in self._core.asr:
+        try:
+            decoding = self._core.resolve(final.request())
+        except UnknownModel:
             _send(
                 utterance.channel,
                 messages.log(f"Model {final.model!r} is not loaded; transcribing with {session.engine.name}"),
             )
             final = dataclasses.replace(final, model=utterance.params.model)
-        again = self._core.asr_session(
-            final.model, final.language, beam_size=final.beam_size, detect_language=bool(final.detect_language)
-        )
-        try:
-            if self._same_decoding(again, session):
-                return await session.finish()
-            _LOGGER.debug("WebRTC connection %d: decoding again with stop's parameters", self.id)
-            session.close()  # its decodes ahead are of no use now
-            utterance.model = again.engine.name
+            decoding = self._core.resolve(final.request())
+        if decoding == self._core.resolve(utterance.params.request()):
+            return await session.finish(stopped)
+        _LOGGER.debug("WebRTC connection %d: decoding again with stop's parameters", self.id)
+        session.close()  # its decodes ahead are of no use now
+        utterance.model = decoding.model
+        async with self._core.open_asr(final.request(), frontend="webrtc") as again:
             again.feed_samples(session.audio())
-            return await again.finish()
-        finally:
-            again.close()
-
-    def _same_decoding(self, a: AsrSession, b: AsrSession) -> bool:
-        beam = self._core.settings.beam_size
-        return a.engine is b.engine and dataclasses.replace(
-            a.options, beam_size=a.options.beam_size or beam
-        ) == dataclasses.replace(b.options, beam_size=b.options.beam_size or beam)
+            return await again.finish(stopped)
 
     async def _read(self, track: MediaStreamTrack) -> None:
         """Drain the track for the connection's life; frames go to the running utterance, if any."""

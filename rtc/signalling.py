@@ -113,9 +113,7 @@ def _defaults(request: web.Request) -> Params:
         params = Params.parse(request.query, "the query")
     except BadMessage as err:
         raise ApiError(400, err.message, None, "invalid_value") from None
-    core_of(request).asr_session(
-        params.model, params.language, beam_size=params.beam_size, detect_language=bool(params.detect_language)
-    ).close()
+    core_of(request).resolve(params.request())
     return params
 
 

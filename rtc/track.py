@@ -15,8 +15,8 @@ from concurrent.futures import Executor
 import av
 import numpy as np
 
-from wyoming_wis.asr import AsrSession
 from wyoming_wis.audio import WHISPER_RATE, mono_resampler
+from wyoming_wis.core import AsrSession
 
 BATCH_SECONDS = 0.06
 

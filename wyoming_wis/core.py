@@ -1,7 +1,8 @@
 """The core every frontend shares: resident models and the sessions built on them.
 
-Frontends ask the core for an ASR session or a speech stream by model or voice
-name; they never touch an engine's internals or load a model themselves.
+Frontends hand the core a typed request (`requests.py`) and get back an ASR
+session or a speech stream; they never touch an engine's internals or load a
+model themselves, and what they need of the engines' types is published here.
 
 XTTS (coqui-tts, PyTorch) is an optional extra: it is imported only when
 `--xtts` asks for it, so a server without it starts exactly as before.
@@ -14,29 +15,42 @@ import logging
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from .asr import AsrSession, Bias, WhisperEngine
+from .asr import AsrSession, Bias, Transcript, WhisperEngine
+from .asr.decoder import Options
 from .asr.session import OnText
 from .budget import MemoryBudget
 from .catalog import Catalog, Found
 from .config import Settings
 from .errors import BadRequest, StartupError, UnknownModel, UnknownVoice
+from .requests import MAX_BEAM_SIZE, TASKS, AsrRequest, Frontend, SpeechRequest
 from .runtime import Runtime
 from .served import Entry, Served
-from .tts import PiperEngine, SpeechCache, SpeechParams, SpeechStream
+from .tts import Piece, PiperEngine, SpeechCache, SpeechParams, SpeechStream
 from .tts.stream import SpeechEngine
 from .tts.voices import VOICE_NAME, XTTS, Voice, VoiceRegistry, check_name
 
 if TYPE_CHECKING:
     from .tts.xtts import XttsEngine
 
+# What frontends use of the engines' types, published here so that they import no engine module.
+__all__ = ["AsrSession", "Core", "Decoding", "OnText", "Piece", "SpeechStream", "Transcript"]
+
 _LOGGER = logging.getLogger(__name__)
-MAX_BEAM_SIZE = 10  # wider searches cost much and rarely change a voice command
 CLOSE_SECONDS = 5.0  # how long stopping waits for model calls already running
 XTTS_VOICES = Path("voices") / "xtts"  # cloned voices, one folder per XTTS model, in the first data dir
+
+
+@dataclass(frozen=True)
+class Decoding:
+    """What an ASR request resolves to: the model that decodes it, and how. Equal values decode alike."""
+
+    model: str  # the Whisper engine's name
+    options: Options
 
 
 class Core:
@@ -135,35 +149,43 @@ class Core:
             raise UnknownModel(f"Unknown speech-to-text model {name!r} (loaded: {', '.join(self.asr)})")
         return engine
 
-    def asr_session(
-        self,
-        model: str | None = None,
-        language: str | None = None,
-        names: Sequence[str] = (),
-        terms: Sequence[str] = (),
-        on_text: OnText | None = None,
-        task: str | None = None,
-        prompt: str | None = None,
-        words: bool = False,
-        temperature: float = 0.0,
-        beam_size: int | None = None,
-        detect_language: bool = False,
-    ) -> AsrSession:
-        """A session for one request; `on_text` gets partial text as it is recognised (if enabled).
+    def resolve(self, request: AsrRequest) -> Decoding:
+        """The request checked against what is loaded (model, language, task, beam, bias) and made concrete.
 
-        `task` overrides --task (translate: to English), `prompt` is the request's own text
-        to steer spelling and style, `words` times every word, a `temperature` above 0 samples,
-        `beam_size` overrides --beam-size, `detect_language` overrides --language.
+        Pure: no session is opened and nothing held, so a frontend may check a request before its audio comes.
         """
-        engine = self.asr_engine(model)
-        if beam_size is not None and not 1 <= beam_size <= MAX_BEAM_SIZE:
-            raise BadRequest(f"beam_size must be 1 to {MAX_BEAM_SIZE}; got {beam_size}")
+        engine = self.asr_engine(request.model)
+        if request.beam_size is not None and not 1 <= request.beam_size <= MAX_BEAM_SIZE:
+            raise BadRequest(f"beam_size must be 1 to {MAX_BEAM_SIZE}; got {request.beam_size}")
+        if request.task is not None and request.task not in TASKS:
+            raise BadRequest(f"task must be one of {', '.join(TASKS)}; got {request.task!r}")
+        options = engine.options(
+            language=request.language,
+            names=request.names,
+            terms=request.terms,
+            task=request.task,
+            prompt=request.prompt,
+            words=request.words,
+            temperature=request.temperature,
+            beam_size=request.beam_size,
+            detect_language=request.detect_language,
+        )
+        return Decoding(engine.name, options)
+
+    def open_asr(self, request: AsrRequest, *, frontend: Frontend, on_text: OnText | None = None) -> AsrSession:
+        """A session for one request; use it as an async context manager, or `close` it once the request ends.
+
+        `on_text` gets partial text as it is recognised (if --partial-results). The session's `finish` counts
+        the transcript in the metrics, for `frontend`.
+        """
+        decoding = self.resolve(request)
         return AsrSession(
-            engine,
-            engine.options(language, names, terms, task, prompt, words, temperature, beam_size, detect_language),
-            self.settings.max_audio_seconds,
-            self.budget.hold(),
-            on_text if self.settings.partial_results else None,
+            self.asr[decoding.model],
+            decoding.options,
+            frontend=frontend,
+            max_seconds=self.settings.max_audio_seconds,
+            hold=self.budget.hold(),
+            on_text=on_text if self.settings.partial_results else None,
         )
 
     async def unload_idle_models(self) -> None:
@@ -181,54 +203,44 @@ class Core:
             await asyncio.get_running_loop().run_in_executor(self._housekeeping, self.voices.refresh, force)
         return self.voices.voices
 
-    async def speech_stream(
-        self,
-        voice: str | None = None,
-        speaker: str | None = None,
-        language: str | None = None,
-        speed: float | None = None,
-        cached: bool = True,
-        reference: bytes | None = None,
-    ) -> SpeechStream:
-        """A stream in the voice's own manner, at `speed` if given (0.25 to 4); `cached=False` skips the cache.
+    async def speech_stream(self, request: SpeechRequest) -> SpeechStream:
+        """A stream in the voice's own manner, at the request's speed if given; `cached=False` skips the cache.
 
-        `reference` (a recording, any format) speaks with a voice cloned from it for
-        this request only, on the named XTTS voice's model or else the first one;
-        it is never stored and its speech never cached. A Piper voice not loaded
-        yet is loaded now, once, in a worker thread.
+        A `reference` recording speaks with a voice cloned from it for this request only, on the named XTTS
+        voice's model or else the first one; it is never stored and its speech never cached. A Piper voice not
+        loaded yet is loaded now, once, in a worker thread.
         """
         await self.refresh_voices()
-        if reference is not None:
-            return await self._reference_stream(voice, language, speed, reference)
-        chosen = self.voices.get(voice, language)
-        if voice and self.voices.find(voice) is None:
+        if request.reference is not None:
+            return await self._reference_stream(request, request.reference)
+        language, speaker = request.language, request.speaker
+        chosen = self.voices.get(request.voice, language)
+        if request.voice and self.voices.find(request.voice) is None:
             speaker = None  # it was a speaker of the voice that is not here
         engine = await self._engine(chosen)
         if chosen.engine == XTTS and language:
             self.xtts[chosen.model.name].language(language)  # an unsupported language fails now, before any text
-        params = chosen.params(engine.params).but(speed=speed)
-        cache = self.speech_cache if cached else None
+        params = chosen.params(engine.params).but(speed=request.speed)
+        cache = self.speech_cache if request.cached else None
         max_chars = self.settings.max_text_chars
         # A Piper voice speaks its one language whatever the request says; XTTS speaks the request's.
         spoken = language if chosen.engine == XTTS else None
         return SpeechStream(engine, speaker or chosen.speaker, max_chars, params, cache, language=spoken)
 
-    async def _reference_stream(
-        self, voice: str | None, language: str | None, speed: float | None, reference: bytes
-    ) -> SpeechStream:
+    async def _reference_stream(self, request: SpeechRequest, reference: bytes) -> SpeechStream:
         if not self.xtts:
             raise BadRequest("Speaking with a reference recording needs XTTS: start the server with --xtts")
-        if voice:
-            chosen = self.voices.get(voice)
+        if request.voice:
+            chosen = self.voices.get(request.voice)
             if chosen.engine != XTTS:
-                raise BadRequest(f"Voice {voice!r} is a Piper voice; a reference recording needs an XTTS voice")
+                raise BadRequest(f"Voice {request.voice!r} is a Piper voice; a reference recording needs an XTTS voice")
             engine = self.xtts[chosen.model.name]
         else:
             engine = next(iter(self.xtts.values()))
-        engine.language(language)
+        engine.language(request.language)
         speech = await engine.reference(reference)
-        params = engine.params.but(speed=speed)
-        return SpeechStream(speech, None, self.settings.max_text_chars, params, None, language=language)
+        params = engine.params.but(speed=request.speed)
+        return SpeechStream(speech, None, self.settings.max_text_chars, params, None, language=request.language)
 
     async def clone_voice(self, name: str, audio: bytes, model: str | None = None) -> dict[str, Any]:
         """A new voice from a recording (3-30 s, any format), stored, listed at once and after restarts.

@@ -139,6 +139,7 @@ class WhisperEngine:
 
     def options(
         self,
+        *,
         language: str | None = None,
         names: Sequence[str] = (),
         terms: Sequence[str] = (),

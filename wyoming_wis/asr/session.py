@@ -14,6 +14,10 @@ when the model has nothing else to do, decodes what has been said so far:
 Pieces of long audio already decoded are kept, so at the end only what
 changed is decoded. Audio that arrives much faster than real time (a file)
 is not a speaker: it is decoded once, at the end.
+
+Every frontend goes through the same lifecycle: open a session (`Core.open_asr`),
+feed it, `finish` it (which counts the transcript in the metrics), and `close`
+it whatever happened, most simply by using it as an async context manager.
 """
 
 from __future__ import annotations
@@ -25,10 +29,12 @@ import logging
 import re
 import time
 from collections.abc import Awaitable, Callable
+from types import TracebackType
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .. import metrics
 from ..audio import WHISPER_RATE, AudioFormat, PcmConverter
 from ..budget import Hold
 from ..errors import AudioTooLong, WisError
@@ -51,15 +57,23 @@ OnText = Callable[[str], Awaitable[None]]
 
 class AsrSession:
     def __init__(
-        self, engine: WhisperEngine, options: Options, max_seconds: float, hold: Hold, on_text: OnText | None = None
+        self,
+        engine: WhisperEngine,
+        options: Options,
+        *,
+        frontend: str,
+        max_seconds: float,
+        hold: Hold,
+        on_text: OnText | None = None,
     ) -> None:
         """`on_text`, if given, receives stable text as it is recognised, in pieces that join into the final text.
 
-        `hold` is the session's share of the memory budget: the audio buffer is counted in it before it grows,
-        and given back by `close`.
+        `frontend` labels the transcript in the metrics. `hold` is the session's share of the memory budget: the
+        audio buffer is counted in it before it grows, and given back by `close`.
         """
         self.engine = engine
         self.options = options
+        self.frontend = frontend
         self.max_seconds = max_seconds
         self.hold = hold
         self.seconds = 0.0  # audio received so far
@@ -111,8 +125,21 @@ class AsrSession:
             self._follower = contextvars.Context().run(asyncio.create_task, self._follow())
         self._arrived.set()
 
-    async def finish(self) -> Transcript:
-        """The transcript of everything fed; sends the rest of the text to `on_text` first."""
+    async def __aenter__(self) -> AsrSession:
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, err: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        self.close()
+
+    async def finish(self, audio_ended: float | None = None) -> Transcript:
+        """The transcript of everything fed; sends the rest of the text to `on_text` first.
+
+        `audio_ended` is when the client's audio ended (`time.perf_counter()`; by default now): the metrics
+        count the wait for the transcript from then, and the seconds transcribed.
+        """
+        ended = time.perf_counter() if audio_ended is None else audio_ended
         self._finishing = True
         self._arrived.set()
         if self._follower is not None:
@@ -124,7 +151,9 @@ class AsrSession:
             await self._decode_in_order(audio)
         transcript = await self._transcribe(audio)
         await self._publish(transcript.text, final=True)
-        return dataclasses.replace(transcript, duration=len(audio) / WHISPER_RATE)
+        transcript = dataclasses.replace(transcript, duration=len(audio) / WHISPER_RATE)
+        metrics.transcribed(self.frontend, self.engine.name, transcript.duration, ended)
+        return transcript
 
     def close(self) -> None:
         """Stop work ahead of need and give the buffer's memory back to the budget; call once the request ends,

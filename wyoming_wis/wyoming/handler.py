@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from typing import Any
 
@@ -26,13 +26,12 @@ from wyoming.server import AsyncEventHandler
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeStopped, SynthesizeVoice
 
 from .. import metrics
-from ..asr import AsrSession
 from ..audio import AudioFormat, chunks
 from ..budget import client
-from ..core import Core
+from ..core import AsrSession, Core, SpeechStream
 from ..errors import BadRequest, Busy, ShuttingDown, Timeout, UnknownProgram, WisError
+from ..requests import AsrRequest, SpeechRequest
 from ..scheduler import patience
-from ..tts import SpeechStream
 from .info import PROGRAM_NAME, build_info
 from .reader import EventLimits, Idle, read_event
 
@@ -200,44 +199,41 @@ class WyomingHandler(AsyncEventHandler):
         if (unfinished := self._requests.pop("transcribe", None)) is not None:
             unfinished.done("cancelled")  # its audio never ended; this request replaces it
         self._session = self._open_session(
-            _text(request.name, "name") or self.asr_model,
-            _text(request.language, "language"),
-            _texts(request.transcript_names, "transcript_names"),
-            _texts(request.transcript_terms, "transcript_terms"),
+            AsrRequest(
+                model=_text(request.name, "name") or self.asr_model,
+                language=_text(request.language, "language"),
+                names=_texts(request.transcript_names, "transcript_names"),
+                terms=_texts(request.transcript_terms, "transcript_terms"),
+            )
         )
 
     async def _audio_start(self, start: AudioStart) -> None:
         _audio_format(start).validate()
         if self._session is None:  # audio without a transcribe event: defaults
-            self._session = self._open_session(self.asr_model)
+            self._session = self._open_session()
 
     async def _audio_chunk(self, chunk: AudioChunk) -> None:
         if self._session is None:
-            self._session = self._open_session(self.asr_model)
+            self._session = self._open_session()
         await self._session.feed(chunk.audio or b"", _audio_format(chunk))
 
     async def _audio_stop(self, _: AudioStop) -> None:
         ended = time.perf_counter()
-        session, self._session = self._session, None
-        if session is None:
-            session = self._open_session(self.asr_model)
-        try:
-            transcript = await session.finish()
-        finally:
-            session.close()
-        metrics.transcribed("wyoming", session.engine.name, transcript.duration, ended)
+        session, self._session = self._session or self._open_session(), None
+        async with session:
+            transcript = await session.finish(ended)
         self._request("transcribe").done()
         await self._start_transcript(transcript.language)
         await self.write_event(Transcript(text=transcript.text, language=transcript.language).event())
         if self._streams_transcripts:
             await self.write_event(TranscriptStop().event())
 
-    def _open_session(
-        self, model: str | None, language: str | None = None, names: Sequence[str] = (), terms: Sequence[str] = ()
-    ) -> AsrSession:
+    def _open_session(self, request: AsrRequest | None = None) -> AsrSession:
+        """A session for `request`, or for the connection's defaults: audio may come without a transcribe event."""
         self._transcript_started = False
         self._request("transcribe")  # in progress from its first event
-        return self.core.asr_session(model, language, names, terms, on_text=self._send_transcript_chunk)
+        request = request or AsrRequest(model=self.asr_model)
+        return self.core.open_asr(request, frontend="wyoming", on_text=self._send_transcript_chunk)
 
     @property
     def _streams_transcripts(self) -> bool:
@@ -296,7 +292,8 @@ class WyomingHandler(AsyncEventHandler):
         name = _text(voice.name, "voice.name") if voice else None
         language = _text(voice.language, "voice.language") if voice else None
         speaker = _text(voice.speaker, "voice.speaker") if voice else None
-        return await self.core.speech_stream(name or (None if language else self.voice), speaker, language)
+        voice_name = name or (None if language else self.voice)
+        return await self.core.speech_stream(SpeechRequest(voice=voice_name, speaker=speaker, language=language))
 
     async def _end_stream(self) -> None:
         """Finish the open stream's audio, if any."""
@@ -417,12 +414,12 @@ def _audio_format(event: AudioStart | AudioChunk) -> AudioFormat:
     return AudioFormat(*values)
 
 
-def _texts(value: Any, field: str) -> list[str]:
+def _texts(value: Any, field: str) -> tuple[str, ...]:
     if value is None:
-        return []
+        return ()
     if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
         raise BadRequest(f"{field} must be a list of strings")
-    return value
+    return tuple(value)
 
 
 def _text(value: Any, field: str) -> str | None:

@@ -1,0 +1,48 @@
+"""What a client asks of the core, as one typed value per kind of request.
+
+Every frontend parses its own protocol (Wyoming events, OpenAI's form or JSON,
+Willow's query string, WebRTC's parameters) into one of these at the edge and
+hands it to the core, which checks the rest against what is loaded
+(`Core.resolve`, `Core.speech_stream`). They are plain frozen values, like the
+`wyoming` package's events and faster-whisper's `TranscriptionOptions`: easy to
+compare, log and pass on. A field's default here is the default everywhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+MAX_BEAM_SIZE = 10  # wider searches cost much and rarely change a voice command
+TASKS = ("transcribe", "translate")  # what Whisper does with speech; translate: to English
+
+# Who asked, as metrics label it.
+Frontend = Literal["wyoming", "http", "webrtc"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class AsrRequest:
+    """Speech to text. None means the server's own setting (--asr-model, --language, --task, --beam-size)."""
+
+    model: str | None = None  # a loaded Whisper model; None: the first
+    language: str | None = None  # any spelling of a tag, or "auto"
+    task: str | None = None  # one of TASKS
+    prompt: str | None = None  # the request's own text, to steer spelling and style
+    names: tuple[str, ...] = ()  # names the speaker may say (Home Assistant's devices and areas)
+    terms: tuple[str, ...] = ()  # words the speaker may say
+    words: bool = False  # time every word
+    temperature: float = 0.0  # above 0: sample at this temperature
+    beam_size: int | None = None  # 1 to MAX_BEAM_SIZE
+    detect_language: bool = False  # detect even where --language names one (unless `language` is given)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SpeechRequest:
+    """Text to speech; the text itself is written to the stream the core returns, as it comes."""
+
+    voice: str | None = None  # a voice's name; None, or one not here: the default voice (for `language`)
+    speaker: str | None = None  # one of a multi-speaker voice's speakers
+    language: str | None = None  # picks a voice when none is named; what XTTS speaks
+    speed: float | None = None  # 2.0 speaks twice as fast; None: the voice's own
+    cached: bool = True  # False: neither read nor write the speech cache
+    reference: bytes | None = None  # a recording (any format) to clone a voice from, for this request only (XTTS)
