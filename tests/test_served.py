@@ -15,7 +15,7 @@ from wyoming_wis import metrics
 from wyoming_wis.catalog import Catalog
 from wyoming_wis.config import Settings
 from wyoming_wis.core import Core
-from wyoming_wis.served import ASR, PIPER, TTS, WHISPER, Calls, Entry, Served
+from wyoming_wis.served import ASR, PIPER, TTS, WHISPER, XTTS, Calls, Entry, Served
 from wyoming_wis.wyoming import build_info
 
 WHISPER_MODEL, VOICE, UNUSED = "tiny.en", "en_US-joe-medium", "en_US-spare-medium"
@@ -76,7 +76,7 @@ def test_the_view_lists_every_model_and_voice_with_what_frontends_read(core: Cor
     spare = voices[UNUSED]
     assert (spare.kind, spare.engine, spare.state, spare.pending, spare.calls) == (TTS, PIPER, "unloaded", 0, ())
     assert served.of_kind(ASR) == (whisper,) and served.of_kind(TTS) == (piper,)
-    assert served.uses(PIPER) and not served.uses("xtts")
+    assert served.uses(PIPER) and not served.uses(XTTS)
     assert dict(served.openai_voices)["alloy"] == VOICE and served.partial_results
     assert (served.budget_used, served.budget_limit) == (0, 64 * 2**20)
 
