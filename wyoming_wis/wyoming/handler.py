@@ -32,6 +32,7 @@ from ..core import AsrSession, Core, SpeechStream
 from ..errors import BadRequest, Busy, ShuttingDown, Timeout, UnknownProgram, WisError
 from ..requests import AsrRequest, SpeechRequest
 from ..scheduler import patience
+from ..served import ASR
 from .info import PROGRAM_NAME, build_info
 from .reader import EventLimits, Idle, read_event
 
@@ -184,9 +185,11 @@ class WyomingHandler(AsyncEventHandler):
     async def _select_program(self, select: SelectProgram) -> None:
         """Pick a program, or (our extension) a model or voice, for this connection."""
         name = _text(select.name, "name")
-        if name in self.core.asr:
+        await self.core.refresh_voices()
+        served = self.core.served()
+        if name in {model.name for model in served.of_kind(ASR)}:
             self.asr_model = name
-        elif name in {voice.name for voice in await self.core.refresh_voices()}:
+        elif name in {voice.name for voice in served.voices}:
             self.voice = name
         elif name != PROGRAM_NAME:
             raise UnknownProgram(f"Unknown program {name!r} (programs: {PROGRAM_NAME})")
