@@ -125,6 +125,7 @@ def test_the_docs_page_runs_only_its_own_scripts(server: Server) -> None:
     assert page.headers["x-content-type-options"] == "nosniff"
 
 
+@pytest.mark.browser
 def test_the_docs_page_shows_every_operation_in_a_browser(server: Server, spec: dict[str, Any]) -> None:
     """Headless Chromium with every host but this one unresolvable: the page renders from the server alone."""
     assert shutil.which(CHROMIUM), "this test needs Debian's chromium, which ./run.sh test installs"
