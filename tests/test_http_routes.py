@@ -11,6 +11,7 @@ tier checks the same routes on real servers with real models.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import aiohttp
@@ -36,29 +37,35 @@ class _Untouchable:
         raise AssertionError(f"the route asked the core for {name!r} before checking the request")
 
 
-async def _client(*flags: str, core: object = None) -> test_utils.TestClient:
+@asynccontextmanager
+async def _client(*flags: str, core: object = None) -> AsyncIterator[test_utils.TestClient]:
+    """A client of the server's HTTP application with these flags, on a loopback port; no core unless given."""
     app = http_app(Settings.from_args(list(flags), environ={}))
     if core is not None:
         http_api.loaded(app, core)  # type: ignore[arg-type]
-    client = test_utils.TestClient(test_utils.TestServer(app))
-    await client.start_server()
-    return client
+    async with test_utils.TestClient(test_utils.TestServer(app)) as client:
+        yield client
 
 
 @pytest.fixture(scope="module")
 async def loading() -> AsyncIterator[test_utils.TestClient]:
     """The default settings, models not loaded yet."""
-    client = await _client()
-    yield client
-    await client.close()
+    async with _client() as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+async def untouchable() -> AsyncIterator[test_utils.TestClient]:
+    """The default settings, on a core that fails any use."""
+    async with _client(core=_Untouchable()) as client:
+        yield client
 
 
 @pytest.fixture(scope="module")
 async def secured() -> AsyncIterator[test_utils.TestClient]:
     """--api-key and --cors-origin, models not loaded yet."""
-    client = await _client("--api-key", KEY, "--cors-origin", ORIGIN)
-    yield client
-    await client.close()
+    async with _client("--api-key", KEY, "--cors-origin", ORIGIN) as client:
+        yield client
 
 
 async def _error(response: aiohttp.ClientResponse, status: int, param: str | None = None) -> dict[str, Any]:
@@ -104,20 +111,20 @@ async def test_what_passes_every_check_waits_for_the_models(loading: test_utils.
         ({"timestamp_granularities[]": "word"}, "timestamp_granularities[]"),  # needs verbose_json
         ({"timestamp_granularities[]": "char", "response_format": "verbose_json"}, "timestamp_granularities[]"),
         ({"stream": "perhaps"}, "stream"),
-        ({"model": "x"}, "file"),  # no file at all (below: no file here means one is sent)
     ],
 )
 async def test_transcription_fields_are_refused_before_the_models_are_needed(
     loading: test_utils.TestClient, fields: dict[str, str], param: str
 ) -> None:
-    form = _form(fields, file=None if param == "file" else b"RIFF")
-    error = await _error(await loading.post("/v1/audio/transcriptions", data=form), 400, param)
+    error = await _error(await loading.post("/v1/audio/transcriptions", data=_form(fields)), 400, param)
     assert error["code"] == "invalid_value"
 
 
 async def test_bodies_that_are_not_what_the_route_takes(loading: test_utils.TestClient) -> None:
     not_multipart = await loading.post("/v1/audio/transcriptions", json={"file": "audio.wav"})
     assert (await _error(not_multipart, 415))["code"] == "bad_content_type"
+    no_file = await loading.post("/v1/audio/transcriptions", data=_form({"model": "whisper-1"}, file=None))
+    await _error(no_file, 400, "file")
     for body in (b"{", b"[]", b"[" * 60_000):
         response = await loading.post("/v1/audio/speech", data=body, headers={"Content-Type": "application/json"})
         assert (await _error(response, 400))["code"] == "bad_json", body[:8]
@@ -130,12 +137,9 @@ async def test_bodies_that_are_not_what_the_route_takes(loading: test_utils.Test
 
 
 async def test_an_upload_over_max_upload_mb_is_413_naming_the_file() -> None:
-    client = await _client("--max-upload-mb", "0.01")  # 10 KiB
-    try:
+    async with _client("--max-upload-mb", "0.01") as client:  # 10 KiB
         response = await client.post("/v1/audio/transcriptions", data=_form({}, file=bytes(20_000)))
         await _error(response, 413, "file")
-    finally:
-        await client.close()
 
 
 @pytest.mark.parametrize(
@@ -166,12 +170,10 @@ async def test_willow_headers_are_refused_before_the_models_are_needed(
         ({"input": "Hello.", "speed": True}, "speed"),
     ],
 )
-async def test_speech_fields_are_refused_before_the_core_is_asked(body: dict[str, Any], param: str) -> None:
-    client = await _client(core=_Untouchable())
-    try:
-        await _error(await client.post("/v1/audio/speech", json=body), 400, param)
-    finally:
-        await client.close()
+async def test_speech_fields_are_refused_before_the_core_is_asked(
+    untouchable: test_utils.TestClient, body: dict[str, Any], param: str
+) -> None:
+    await _error(await untouchable.post("/v1/audio/speech", json=body), 400, param)
 
 
 async def test_the_key_covers_the_api_and_the_signalling_but_not_health(secured: test_utils.TestClient) -> None:
