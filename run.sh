@@ -5,6 +5,8 @@
 #                              the main suite on Python 3 (.venv), again on Python 3.13 (.venv-3.13, made with the
 #                              Python that tests/python313.sh builds once), then the Home Assistant suites (tests/ha)
 #                              on HA 2026.2.3 and 2024.3.3
+#   ./run.sh test fast [PYTEST...]  the fast tier only (pytest -m fast: in-process, no server, model or browser;
+#                              under a minute), on Python 3 (.venv) only; it needs neither Debian's tools nor XTTS
 #   ./run.sh test [PYTEST...]  the main suite only, on Python 3 (.venv) only, with those pytest arguments
 #   ./run.sh test py313 [PYTEST...]  the main suite only, on Python 3.13 (.venv-3.13) only
 #   ./run.sh test ha [PYTEST...]  the Home Assistant suites only; their Python and venvs are built once into
@@ -88,6 +90,15 @@ ha_tests() {  # ha_tests [PYTEST...]: tests/ha on each Home Assistant version, i
 case "${1:-}" in
     test)
         shift
+        if [ "${1:-}" = fast ]; then
+            shift
+            install bundled,dev
+            # Only the modules that mark themselves fast are even imported (the others' imports, PyTorch's
+            # among them, take longer than these tests), unless the arguments name the tests to run.
+            mapfile -t where < <(grep -lE '^pytestmark = .*pytest\.mark\.fast' tests/test_*.py)
+            for arg in "$@"; do [ -e "${arg%%::*}" ] && where=(); done
+            exec "$VENV/bin/python" -m pytest -m fast "${where[@]}" "$@"
+        fi
         install bundled,dev,xtts  # the XTTS tests run in CI, not skipped
         test_tools
         # Python 3.13, built once from Debian trixie's source: the add-on's Python (tests/test_addon_install.py

@@ -1,7 +1,9 @@
 """The aiohttp application: one per process, on the same Core as the Wyoming server.
 
 Routes come in tables, one per area (`openai_*`, `willow`, `operations`). Decoding and
-encoding audio run in a bounded pool of worker threads, never on the event loop.
+encoding audio run in a bounded pool of worker threads, never on the event loop. Other
+frontends served over HTTP (`rtc`) are mounted on this application by the composition root
+(wyoming_wis/serve.py); this package knows nothing of them.
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ from concurrent.futures import ThreadPoolExecutor
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
-import rtc
 from wyoming_wis.config import Settings
 from wyoming_wis.core import Core
 
@@ -55,7 +56,6 @@ def make_app(settings: Settings, core: Core | None = None) -> web.Application:
     app.add_routes(willow.routes)
     app.add_routes(docs.routes)
     app.add_routes(pages.routes)
-    rtc.setup(app, settings)  # browsers: POST /api/rtc/asr, then WebRTC
     cors.setup(app, settings.cors_origin)  # before authentication: a browser's preflight carries no key
     security.setup(app, settings)
     app.on_cleanup.append(_stop_threads)

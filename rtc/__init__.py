@@ -3,8 +3,12 @@
 `signalling` answers the browser's offer at `POST /api/rtc/asr`; `peer` is one
 connection (track, data channel, utterances, its end); `messages` the data
 channel's JSON; `track` the audio into an ASR session; `ice` the port range,
-STUN/TURN servers and the address the answer names. It is mounted on the HTTP
-API's application, so the API's key, CORS and TLS apply to the signalling too.
+STUN/TURN servers and the address the answer names.
+
+The composition root (wyoming_wis/serve.py) mounts it on the HTTP API's application, so the
+API's key, CORS and TLS apply to the signalling too. Imports run one way: rtc uses
+http_api's error envelope and application state, http_api never imports rtc, and both
+reach the models only through the core (rtc -> http_api -> core).
 """
 
 from __future__ import annotations

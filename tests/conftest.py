@@ -13,6 +13,13 @@ MAX_TEXT_CHARS = 2000
 collect_ignore = ["ha"]  # the Home Assistant suites run in their own venvs: ./run.sh test ha
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The fast tier (marker `fast`) stays in-process: a test there that asks for the shared server is a mistake."""
+    wrong = [item.nodeid for item in items if item.get_closest_marker("fast") and "server" in item.fixturenames]
+    if wrong:
+        raise pytest.UsageError(f"marked fast but using the shared server (a process with models): {wrong}")
+
+
 @pytest.fixture(scope="session")
 def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One data dir for every server, so bundled Whisper base is joined only once."""

@@ -11,6 +11,8 @@ import pytest
 from wyoming_wis.catalog import BUNDLED_ASR, XTTS_FILES, Catalog
 from wyoming_wis.errors import ModelNotFound
 
+pytestmark = pytest.mark.fast
+
 
 @pytest.fixture(autouse=True)
 def offline_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:

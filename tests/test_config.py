@@ -9,6 +9,8 @@ from helpers import load_script
 
 from wyoming_wis.config import OPTIONS, Settings, build_parser
 
+pytestmark = pytest.mark.fast
+
 flags_table = load_script("flags_table")
 
 

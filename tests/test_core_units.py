@@ -26,6 +26,8 @@ from wyoming_wis.runtime import Runtime
 from wyoming_wis.scheduler import Scheduler
 from wyoming_wis.tts import PiperEngine
 
+pytestmark = pytest.mark.fast
+
 
 def test_conversion_does_not_depend_on_how_audio_is_split() -> None:
     """Pieces cut mid-frame (odd byte counts, stereo) resample exactly like the whole."""

@@ -16,6 +16,8 @@ import pytest
 import yaml
 from helpers import ROOT, instructions
 
+pytestmark = pytest.mark.fast
+
 DOCKERFILES = [ROOT / "Dockerfile", ROOT / "addon" / "Dockerfile"]
 PIP = "/opt/wyoming-wis/bin/python -m pip install --no-cache-dir"
 

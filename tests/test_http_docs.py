@@ -16,8 +16,9 @@ from helpers import CORPUS, Server
 from openapi_schema_validator import OAS30Validator
 from openapi_spec_validator import validate
 
-from http_api import make_app, openapi
+from http_api import openapi
 from wyoming_wis.config import Settings
+from wyoming_wis.serve import http_app
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"  # ./run.sh test installs Debian's
 
@@ -35,7 +36,7 @@ def test_the_description_is_valid_openapi_3(spec: dict[str, Any]) -> None:
 
 
 def test_every_registered_route_is_described_and_nothing_else() -> None:
-    app = make_app(Settings.from_args([], environ={}))
+    app = http_app(Settings.from_args([], environ={}))
     registered = openapi.registered(app)
     undescribed = {
         (method, path)
@@ -49,7 +50,7 @@ def test_every_registered_route_is_described_and_nothing_else() -> None:
 
 
 def test_the_served_description_is_the_running_servers(spec: dict[str, Any]) -> None:
-    app = make_app(Settings.from_args([], environ={}))
+    app = http_app(Settings.from_args([], environ={}))
     assert spec == openapi.document(app)
     assert {"/v1/audio/transcriptions", "/api/willow", "/health", "/api/docs"} <= spec["paths"].keys()
     multipart = spec["paths"]["/v1/audio/transcriptions"]["post"]["requestBody"]["content"]["multipart/form-data"]
@@ -124,6 +125,7 @@ def test_the_docs_page_runs_only_its_own_scripts(server: Server) -> None:
     assert page.headers["x-content-type-options"] == "nosniff"
 
 
+@pytest.mark.browser
 def test_the_docs_page_shows_every_operation_in_a_browser(server: Server, spec: dict[str, Any]) -> None:
     """Headless Chromium with every host but this one unresolvable: the page renders from the server alone."""
     assert shutil.which(CHROMIUM), "this test needs Debian's chromium, which ./run.sh test installs"

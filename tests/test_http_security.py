@@ -22,10 +22,11 @@ from multidict import CIMultiDict, CIMultiDictProxy
 from test_http_openai import decode
 from test_http_willow import DEVICE, esp32_post
 
-from http_api import make_app, openapi, security
+from http_api import openapi, security
 from http_api.security import server_ssl
 from wyoming_wis.config import Settings
 from wyoming_wis.errors import StartupError
+from wyoming_wis.serve import http_app
 
 KEY = "sk-test-3f9a1c77e2"
 USER, PASSWORD = "willow", "s3cret:pass"  # Basic auth splits at the first colon only
@@ -133,7 +134,7 @@ OPEN = {"/health", "/api/docs", "/api/docs/{asset}", "/api/openapi.json", "/", "
 def test_every_registered_route_but_the_open_ones_needs_credentials(secured: Server) -> None:
     """Taken from the router, so a new route cannot slip by; the open ones are the documented few."""
     assert OPEN == security.OPEN_RESOURCES
-    routes = openapi.registered(make_app(Settings.from_args(["--cors-origin", ALLOWED], environ={})))
+    routes = openapi.registered(http_app(Settings.from_args(["--cors-origin", ALLOWED], environ={})))
     assert len(routes) > 20
     with httpx.Client(base_url=secured.http_url, timeout=30) as http:
         for method, path in sorted(routes):

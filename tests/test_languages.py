@@ -6,6 +6,8 @@ import pytest
 
 from wyoming_wis.languages import Tag, matches, parse, spellings, whisper_code
 
+pytestmark = pytest.mark.fast
+
 
 @pytest.mark.parametrize(
     ("tag", "parsed"),

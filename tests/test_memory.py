@@ -10,7 +10,11 @@ import sys
 import threading
 from pathlib import Path
 
+import pytest
+
 from wyoming_wis import memory
+
+pytestmark = pytest.mark.fast
 
 
 def _rss_mib() -> float:

@@ -24,6 +24,8 @@ from helpers import CORPUS, Pcm, Server, assert_clean_log, load_audio, normalise
 from playwright.sync_api import Browser, BrowserContext, Page, Request, sync_playwright
 from prometheus_client.parser import text_string_to_metric_families
 
+pytestmark = pytest.mark.browser
+
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"  # ./run.sh test installs Debian's
 SPOKEN = CORPUS / "LJ001-0004.flac"  # 5.1 s
 SPOKEN_TEXT = (CORPUS / "LJ001-0004.txt").read_text().strip()

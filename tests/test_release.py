@@ -21,6 +21,8 @@ from test_docker import tool
 
 import wyoming_wis
 
+pytestmark = pytest.mark.fast
+
 WORKFLOWS = ROOT / ".github" / "workflows"
 OWNER = "${{ github.repository_owner }}"
 

@@ -19,6 +19,7 @@ import httpx
 import numpy as np
 import pytest
 
+pytestmark = pytest.mark.xtts
 pytest.importorskip("TTS", reason="the xtts extra is not installed (pip install 'wyoming-wis[xtts]')")
 
 import xtts_tiny  # noqa: E402

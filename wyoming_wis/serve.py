@@ -8,9 +8,11 @@ import signal
 from functools import partial
 from typing import Any
 
+from aiohttp import web
 from wyoming.server import AsyncStdioServer, AsyncTcpServer
 
 import http_api
+import rtc
 
 from . import __version__, memory, metrics
 from .config import Settings
@@ -27,7 +29,7 @@ async def serve(settings: Settings) -> None:
     """Load models, open every URI, announce, and run until SIGINT/SIGTERM."""
     _LOGGER.info("wyoming-wis %s starting", __version__)
     # HTTP opens first and answers 503 while the models load; Wyoming ports open once they are loaded.
-    http = None if settings.no_http else http_api.make_app(settings)
+    http = None if settings.no_http else http_app(settings)
     try:
         runner = None if http is None else await http_api.start(http, settings.http_host, settings.http_port)
     except OSError as err:  # most often a second server on the same port
@@ -95,6 +97,14 @@ async def serve(settings: Settings) -> None:
         stops = [server.stop() for server in servers] + ([runner.cleanup()] if runner is not None else [])
         await asyncio.gather(*stops, return_exceptions=True)
         await asyncio.to_thread(core.close)  # waits for calls still running; the loop hands their results on
+
+
+def http_app(settings: Settings) -> web.Application:
+    """The HTTP API with the WebRTC signalling mounted on it: one application, so that the API's key, CORS and
+    TLS cover the signalling too."""
+    app = http_api.make_app(settings)
+    rtc.setup(app, settings)  # browsers: POST /api/rtc/asr, then WebRTC
+    return app
 
 
 def _cannot_listen(where: str, err: OSError, flag: str) -> StartupError:

@@ -39,6 +39,12 @@ HassClient = Callable[[], Awaitable[ClientSession]]  # the `hass_client` fixture
 COMPONENTS = ["http", "tts", "stt", "media_source", "assist_pipeline", "conversation", "intent"]
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test here is a Home Assistant test: marker `ha` (pytest.ini), as the main suite marks its tiers."""
+    for item in items:
+        item.add_marker(pytest.mark.ha)
+
+
 @dataclass
 class WisServer:
     """The wyoming-wis process of this session."""

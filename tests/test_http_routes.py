@@ -1,0 +1,222 @@
+"""The HTTP routes in-process, on the application the server builds, before any model is loaded.
+
+aiohttp's test client on `wyoming_wis.serve.http_app` (the HTTP API with WebRTC mounted on it) and no core,
+as in the seconds after start-up: what a route refuses before it asks the core is answered as a client sees
+it (status, OpenAI's envelope, the field named), and what passes every check meets the 503 of models still
+loading. The speech fields are checked on a core that fails any use, so they must be refused before the core
+is asked. Key, CORS and the signalling route come from the same flags as on a real server. The end-to-end
+tier checks the same routes on real servers with real models.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import test_utils
+
+import http_api
+from http_api.fields import MAX_JSON_BYTES
+from http_api.openai_speech import MAX_INPUT
+from wyoming_wis.config import Settings
+from wyoming_wis.serve import http_app
+
+pytestmark = pytest.mark.fast
+
+KEY = "sk-test-routes"
+ORIGIN = "https://app.example"
+
+
+class _Untouchable:
+    """A loaded core that fails any use (a 500), for checks that must come before the core is asked."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"the route asked the core for {name!r} before checking the request")
+
+
+@asynccontextmanager
+async def _client(*flags: str, core: object = None) -> AsyncIterator[test_utils.TestClient]:
+    """A client of the server's HTTP application with these flags, on a loopback port; no core unless given."""
+    app = http_app(Settings.from_args(list(flags), environ={}))
+    if core is not None:
+        http_api.loaded(app, core)  # type: ignore[arg-type]
+    async with test_utils.TestClient(test_utils.TestServer(app)) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+async def loading() -> AsyncIterator[test_utils.TestClient]:
+    """The default settings, models not loaded yet."""
+    async with _client() as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+async def untouchable() -> AsyncIterator[test_utils.TestClient]:
+    """The default settings, on a core that fails any use."""
+    async with _client(core=_Untouchable()) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+async def secured() -> AsyncIterator[test_utils.TestClient]:
+    """--api-key and --cors-origin, models not loaded yet."""
+    async with _client("--api-key", KEY, "--cors-origin", ORIGIN) as client:
+        yield client
+
+
+async def _error(response: aiohttp.ClientResponse, status: int, param: str | None = None) -> dict[str, Any]:
+    """The error in OpenAI's envelope, after checking its status and the field it names."""
+    body = await response.json()
+    assert response.status == status, body
+    assert set(body) == {"error"} and set(body["error"]) == {"message", "type", "param", "code"}, body
+    assert body["error"]["type"] == ("server_error" if status >= 500 else "invalid_request_error"), body
+    assert body["error"]["param"] == param, body
+    return body["error"]
+
+
+def _form(fields: dict[str, str], file: bytes | None = b"RIFF") -> aiohttp.FormData:
+    form = aiohttp.FormData(default_to_multipart=True)
+    for name, value in fields.items():
+        form.add_field(name, value)
+    if file is not None:
+        form.add_field("file", file, filename="audio.wav", content_type="audio/wav")
+    return form
+
+
+async def test_what_passes_every_check_waits_for_the_models(loading: test_utils.TestClient) -> None:
+    """503 with Retry-After while loading: from /health (load balancers), the API and the signalling alike."""
+    for method, path, data in (
+        ("GET", "/health", None),
+        ("GET", "/v1/models", None),
+        ("POST", "/v1/audio/transcriptions", _form({"model": "whisper-1", "response_format": "srt"})),
+        ("POST", "/api/rtc/asr", b"{}"),
+    ):
+        response = await loading.request(method, path, data=data)
+        assert (await _error(response, 503))["code"] == "loading", path
+        assert response.headers["Retry-After"] == "1"
+    ping = await loading.get("/api/ping")  # needs no model
+    assert ping.status == 200 and await ping.json() == {"message": "pong"}
+
+
+@pytest.mark.parametrize(
+    ("fields", "param"),
+    [
+        ({"response_format": "xml"}, "response_format"),
+        ({"temperature": "2"}, "temperature"),
+        ({"temperature": "warm"}, "temperature"),
+        ({"timestamp_granularities[]": "word"}, "timestamp_granularities[]"),  # needs verbose_json
+        ({"timestamp_granularities[]": "char", "response_format": "verbose_json"}, "timestamp_granularities[]"),
+        ({"stream": "perhaps"}, "stream"),
+    ],
+)
+async def test_transcription_fields_are_refused_before_the_models_are_needed(
+    loading: test_utils.TestClient, fields: dict[str, str], param: str
+) -> None:
+    error = await _error(await loading.post("/v1/audio/transcriptions", data=_form(fields)), 400, param)
+    assert error["code"] == "invalid_value"
+
+
+async def test_bodies_that_are_not_what_the_route_takes(loading: test_utils.TestClient) -> None:
+    not_multipart = await loading.post("/v1/audio/transcriptions", json={"file": "audio.wav"})
+    assert (await _error(not_multipart, 415))["code"] == "bad_content_type"
+    no_file = await loading.post("/v1/audio/transcriptions", data=_form({"model": "whisper-1"}, file=None))
+    await _error(no_file, 400, "file")
+    for body in (b"{", b"[]", b"[" * 60_000):
+        response = await loading.post("/v1/audio/speech", data=body, headers={"Content-Type": "application/json"})
+        assert (await _error(response, 400))["code"] == "bad_json", body[:8]
+    too_large = await loading.post("/v1/audio/speech", json={"input": "x" * MAX_JSON_BYTES})
+    assert (await _error(too_large, 413))["code"] == "request_entity_too_large"
+    unknown = await loading.get("/v1/nothing")
+    assert (await _error(unknown, 404))["code"] == "not_found"
+    wrong_method = await loading.get("/v1/audio/speech")
+    assert (await _error(wrong_method, 405))["code"] == "method_not_allowed"
+
+
+async def test_an_upload_over_max_upload_mb_is_413_naming_the_file() -> None:
+    async with _client("--max-upload-mb", "0.01") as client:  # 10 KiB
+        response = await client.post("/v1/audio/transcriptions", data=_form({}, file=bytes(20_000)))
+        await _error(response, 413, "file")
+
+
+@pytest.mark.parametrize(
+    ("headers", "param"),
+    [
+        ({"x-audio-codec": "mp4"}, "x-audio-codec"),
+        ({"x-audio-sample-rate": "fast"}, "x-audio-sample-rate"),
+        ({"x-audio-bits": "12"}, "x-audio-bits"),
+        ({"x-audio-channel": "two"}, "x-audio-channel"),
+    ],
+)
+async def test_willow_headers_are_refused_before_the_models_are_needed(
+    loading: test_utils.TestClient, headers: dict[str, str], param: str
+) -> None:
+    await _error(await loading.post("/api/willow", data=b"\0" * 3200, headers=headers), 400, param)
+
+
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        ({}, "input"),
+        ({"input": "  \n"}, "input"),
+        ({"input": "x" * (MAX_INPUT + 1)}, "input"),
+        ({"input": "Hello.", "response_format": "midi"}, "response_format"),
+        ({"input": "Hello.", "stream_format": "video"}, "stream_format"),
+        ({"input": "Hello.", "speed": 5}, "speed"),
+        ({"input": "Hello.", "speed": "fast"}, "speed"),
+        ({"input": "Hello.", "speed": True}, "speed"),
+    ],
+)
+async def test_speech_fields_are_refused_before_the_core_is_asked(
+    untouchable: test_utils.TestClient, body: dict[str, Any], param: str
+) -> None:
+    await _error(await untouchable.post("/v1/audio/speech", json=body), 400, param)
+
+
+async def test_the_key_covers_the_api_and_the_signalling_but_not_health(secured: test_utils.TestClient) -> None:
+    for path in ("/v1/audio/transcriptions", "/api/rtc/asr"):
+        missing = await secured.post(path, data=b"{}")
+        assert (await _error(missing, 401))["code"] == "missing_api_key", path
+        assert missing.headers.getall("WWW-Authenticate") == ['Bearer realm="wyoming-wis"']
+        wrong = await secured.post(path, data=b"{}", headers={"Authorization": "Bearer sk-wrong"})
+        assert (await _error(wrong, 401))["code"] == "invalid_api_key", path
+    # With the key, each goes on to its own checks: the signalling is mounted, not an unknown route.
+    shown = await secured.post("/api/rtc/asr", data=b"{}", headers={"X-API-Key": KEY})
+    assert (await _error(shown, 503))["code"] == "loading"
+    shown = await secured.post("/v1/audio/transcriptions", data=b"{}", headers={"Authorization": f"Bearer {KEY}"})
+    assert (await _error(shown, 415))["code"] == "bad_content_type"
+    assert (await secured.get("/health")).status == 503  # open to load balancers, whatever the key
+
+
+async def test_cors_answers_preflights_and_labels_errors_for_the_allowed_origin(
+    secured: test_utils.TestClient,
+) -> None:
+    preflight = await secured.options(
+        "/api/rtc/asr",
+        headers={
+            "Origin": ORIGIN,
+            "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": "authorization, content-type",
+        },
+    )
+    assert preflight.status == 204  # a browser's preflight carries no key
+    assert "POST" in preflight.headers["Access-Control-Allow-Methods"]
+    assert preflight.headers["Access-Control-Allow-Headers"] == "authorization, content-type"
+    assert preflight.headers["Access-Control-Allow-Origin"] == ORIGIN
+    refused = await secured.post("/api/rtc/asr", data=b"{}", headers={"Origin": ORIGIN})
+    assert refused.status == 401 and refused.headers["Access-Control-Allow-Origin"] == ORIGIN  # the page reads it
+    assert "WWW-Authenticate" in refused.headers["Access-Control-Expose-Headers"]
+    other = await secured.post("/api/rtc/asr", data=b"{}", headers={"Origin": "https://elsewhere.example"})
+    assert other.status == 401 and "Access-Control-Allow-Origin" not in other.headers
+    assert other.headers["Vary"] == "Origin"
+
+
+def test_the_http_api_alone_has_no_signalling() -> None:
+    """http_api knows nothing of WebRTC: the composition root mounts it (tests/test_layers.py keeps imports so)."""
+    settings = Settings.from_args([], environ={})
+    paths = {resource.canonical for resource in http_api.make_app(settings).router.resources()}
+    mounted = {resource.canonical for resource in http_app(settings).router.resources()}
+    assert mounted - paths == {"/api/rtc/asr"}
