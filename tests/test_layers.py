@@ -1,5 +1,6 @@
 """Imports run one way: the composition root mounts the frontends, a frontend never imports another (but rtc uses
-http_api's error envelope and application state), and nothing below the frontends imports one.
+http_api's error envelope and application state), and nothing below the frontends imports one. Below them too each
+import runs down: frontends -> core -> engines -> utilities (ARCHITECTURE.md).
 
 Read from the source (ast), so an import inside a function or under TYPE_CHECKING counts too.
 """
@@ -7,6 +8,7 @@ Read from the source (ast), so an import inside a function or under TYPE_CHECKIN
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +20,10 @@ pytestmark = pytest.mark.fast
 FRONTENDS = ("http_api", "rtc", "wyoming_wis.wyoming")
 COMPOSITION_ROOT = ("wyoming_wis.serve", "wyoming_wis.__main__")  # builds the core and mounts every frontend
 ALLOWED = {("rtc", "http_api")}  # (importer, imported) between frontends
+# From the top; a module may import its own layer and those below. The rest of wyoming_wis is utilities, the bottom.
+ENGINES = ("wyoming_wis.asr", "wyoming_wis.tts")
+LAYERS = (COMPOSITION_ROOT, FRONTENDS, ("wyoming_wis.core",), ENGINES)
+VOCABULARY = ("wyoming_wis.requests", "wyoming_wis.served")  # plain data every layer shares: it imports none of ours
 
 
 def _module(path: Path) -> str:
@@ -43,6 +49,32 @@ def _frontend(name: str) -> str | None:
     return next((f for f in FRONTENDS if name == f or name.startswith(f + ".")), None)
 
 
+def _within(name: str, places: tuple[str, ...]) -> bool:
+    return any(name == place or name.startswith(place + ".") for place in places)
+
+
+def _layer(name: str) -> int | None:
+    """0 for the top layer, len(LAYERS) for utilities; None for what is not ours or is shared vocabulary."""
+    if not _within(name, ("wyoming_wis", "http_api", "rtc")) or _within(name, VOCABULARY):
+        return None
+    return next((depth for depth, places in enumerate(LAYERS) if _within(name, places)), len(LAYERS))
+
+
+def _upward() -> list[str]:
+    found = []
+    for path in sorted(p for top in ("wyoming_wis", "http_api", "rtc") for p in (ROOT / top).rglob("*.py")):
+        module = _module(path)
+        for name in _imports(path):
+            if _within(module, VOCABULARY) and _within(name, ("wyoming_wis", "http_api", "rtc")):
+                found.append(f"{module} imports {name}")
+            mine, theirs = _layer(module), _layer(name)
+            if mine is not None and theirs is not None and theirs < mine:
+                found.append(f"{module} imports {name}")
+            elif _within(module, FRONTENDS) and _within(name, ENGINES):  # through the core, never around it
+                found.append(f"{module} imports {name}")
+    return found
+
+
 def _wrong_way() -> list[str]:
     found = []
     for path in sorted(p for top in ("wyoming_wis", "http_api", "rtc") for p in (ROOT / top).rglob("*.py")):
@@ -61,6 +93,32 @@ def test_only_the_composition_root_imports_a_frontend_and_frontends_not_each_oth
     assert _wrong_way() == []
 
 
+def test_every_import_runs_down_the_layers() -> None:
+    """No engine imports the core, no utility an engine, no frontend an engine (it asks the core); the shared
+    requests and view import nothing of ours."""
+    assert _upward() == []
+
+
+def test_the_layer_check_sees_an_import_that_runs_up(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    sources = {
+        "wyoming_wis/asr/bad.py": "from ..core import Core\n",
+        "wyoming_wis/audio.py": "from .tts.stream import Piece\n",
+        "wyoming_wis/served.py": "from .errors import WisError\n",
+        "wyoming_wis/core.py": "from .asr import engine\nfrom .served import Served\n",
+        "http_api/bad.py": "from wyoming_wis.asr.session import AsrSession\nfrom wyoming_wis.core import Core\n",
+    }
+    for name, source in sources.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(source)
+    monkeypatch.setattr(f"{__name__}.ROOT", tmp_path)
+    assert sorted(_upward()) == [
+        "http_api.bad imports wyoming_wis.asr.session.AsrSession",
+        "wyoming_wis.asr.bad imports wyoming_wis.core.Core",
+        "wyoming_wis.audio imports wyoming_wis.tts.stream.Piece",
+        "wyoming_wis.served imports wyoming_wis.errors.WisError",
+    ]
+
+
 def test_the_check_sees_relative_and_absolute_imports(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The check itself: a core module importing http_api, and http_api importing rtc, are both caught."""
     for folder, source in (("wyoming_wis", "from http_api import errors\n"), ("http_api", "from rtc import ice\n")):
@@ -76,3 +134,19 @@ def test_the_check_sees_relative_and_absolute_imports(tmp_path: Path, monkeypatc
         "http_api.worse imports rtc.signalling.PEERS",
         "wyoming_wis.bad imports http_api.errors",
     ]
+
+
+def test_architecture_names_every_module() -> None:
+    """ARCHITECTURE.md's map stays true: each module of ours is named there, and each path it names exists."""
+    text = (ROOT / "ARCHITECTURE.md").read_text()
+    modules = [
+        path.relative_to(ROOT)
+        for top in ("wyoming_wis", "http_api", "rtc")
+        for path in (ROOT / top).rglob("*.py")
+        if path.name != "__init__.py"
+    ]
+    unnamed = [str(path) for path in modules if path.name not in text]
+    assert unnamed == [], f"ARCHITECTURE.md does not name {unnamed}"
+    named = {match for match in re.findall(r"`((?:wyoming_wis|http_api|rtc|tests|bench|scripts)/[\w/.]*)`", text)}
+    missing = sorted(path for path in named if not (ROOT / path).exists())
+    assert missing == [], f"ARCHITECTURE.md names {missing}, which do not exist"
