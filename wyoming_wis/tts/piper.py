@@ -38,10 +38,10 @@ from ..catalog import Found
 from ..errors import UnknownSpeaker
 from ..runtime import Runtime
 from ..scheduler import Scheduler
-from ..served import PIPER, Calls, Entry
+from ..served import PIPER, Entry
 from .params import SpeechParams
 from .phrasing import split
-from .stream import Utterance
+from .stream import Utterance, voice_model_entry
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -145,12 +145,7 @@ class PiperEngine:
         self.scheduler.close()
 
     def entry(self) -> Entry:
-        """The model as the core's view lists it (served.py): in memory from its first use on."""
-        languages, speakers = tuple(self.languages), tuple(self.speakers)
-        calls = (Calls.of(self.scheduler),)
-        return Entry(
-            self.name, PIPER, languages, True, self.found.version, self.description, speakers=speakers, calls=calls
-        )
+        return voice_model_entry(self, PIPER)
 
     # -- blocking steps, for the scheduler's threads -------------------------
 

@@ -21,12 +21,13 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from .. import metrics
 from ..audio import AudioFormat
 from ..errors import EmptyText, TextTooLong
 from ..scheduler import Pace
+from ..served import Calls, Entry
 from .cache import SpeechCache, cache_key
 from .params import SpeechParams
 from .phrasing import Phrase, Phrasing, refuse_unspeakable
@@ -64,6 +65,31 @@ class SpeechEngine(Protocol):
 
     def stream(self, utterance: Utterance) -> AsyncIterator[bytes]:
         """PCM in `format`, in pieces, as it is made."""
+
+
+if TYPE_CHECKING:
+    from ..catalog import Found
+    from ..scheduler import Scheduler
+
+
+class VoiceModel(Protocol):
+    """What the core's view reads of a TTS model."""
+
+    name: str
+    found: Found
+    languages: list[str]
+    speakers: list[str]
+    description: str
+    scheduler: Scheduler
+
+
+def voice_model_entry(model: VoiceModel, engine: str) -> Entry:
+    """A TTS model as the core's view lists it (served.py): in memory for as long as the server runs."""
+    calls = (Calls.of(model.scheduler),)
+    languages, speakers = tuple(model.languages), tuple(model.speakers)
+    return Entry(
+        model.name, engine, languages, True, model.found.version, model.description, speakers=speakers, calls=calls
+    )
 
 
 @dataclass(frozen=True)

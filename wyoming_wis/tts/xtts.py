@@ -34,9 +34,9 @@ from ..catalog import Found
 from ..errors import TextTooLong, UnknownSpeaker, UnsupportedLanguage
 from ..runtime import Runtime
 from ..scheduler import Scheduler
-from ..served import XTTS, Calls, Entry
+from ..served import XTTS, Entry
 from .params import SpeechParams
-from .stream import Utterance
+from .stream import Utterance, voice_model_entry
 from .xtts_voices import VoiceStore, XttsVoice, check_reference_size, decode_reference
 
 _LOGGER = logging.getLogger(__name__)
@@ -230,12 +230,7 @@ class XttsEngine:
         self.scheduler.close()
 
     def entry(self) -> Entry:
-        """The model as the core's view lists it (served.py): loaded at start, for as long as the server runs."""
-        languages, speakers = tuple(self.languages), tuple(self.speakers)
-        calls = (Calls.of(self.scheduler),)
-        return Entry(
-            self.name, XTTS, languages, True, self.found.version, self.description, speakers=speakers, calls=calls
-        )
+        return voice_model_entry(self, XTTS)
 
     # -- cloning ------------------------------------------------------------
 
