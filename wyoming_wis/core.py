@@ -19,6 +19,10 @@ from typing import TYPE_CHECKING, Any
 
 from . import metrics
 from .asr import AsrSession, Bias, WhisperEngine
+
+# What a request may hold, as the engines check it, published (`X as X`) for the frontends and their descriptions
+from .asr.engine import MAX_PROMPT_CHARS as MAX_PROMPT_CHARS
+from .asr.engine import WHISPER_LANGUAGES as WHISPER_LANGUAGES
 from .asr.session import OnText
 from .budget import MemoryBudget
 from .catalog import Catalog, Found
@@ -26,8 +30,10 @@ from .config import Settings
 from .errors import BadRequest, StartupError, UnknownModel, UnknownVoice
 from .runtime import Runtime
 from .tts import PiperEngine, SpeechCache, SpeechParams, SpeechStream
+from .tts.phrasing import SAYABLE as SAYABLE
 from .tts.stream import SpeechEngine
-from .tts.voices import VOICE_NAME, XTTS, Voice, VoiceRegistry, check_name
+from .tts.voices import VOICE_NAME as VOICE_NAME
+from .tts.voices import XTTS, Voice, VoiceRegistry, check_name
 
 if TYPE_CHECKING:
     from .tts.xtts import XttsEngine
