@@ -242,7 +242,9 @@ def write_wav(path: Path, samples: np.ndarray, rate: int = WHISPER_RATE) -> None
         stream = container.add_stream("pcm_s16le", rate=rate, layout="mono")
         frame = av.AudioFrame.from_ndarray(samples.astype(np.float32).reshape(1, -1), format="flt", layout="mono")
         frame.sample_rate = rate
-        container.mux(stream.encode(frame))
+        container.start_encoding()  # the header, also for no audio at all
+        if len(samples):  # FFmpeg refuses an empty frame
+            container.mux(stream.encode(frame))
         container.mux(stream.encode(None))
 
 
