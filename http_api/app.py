@@ -26,6 +26,7 @@ from . import (
     openai_models,
     openai_speech,
     openai_transcriptions,
+    openapi,
     operations,
     pages,
     security,
@@ -49,6 +50,7 @@ def make_app(settings: Settings, core: Core | None = None) -> web.Application:
     app[CODEC_THREADS] = ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="http-codec")
     operations.count_requests(app)  # the outermost middleware, whatever others are added later
     limits.setup(app, settings)  # inside openai_errors: a stalled body is a 408, a long wait a 429, in the envelope
+    openapi.setup(app, settings)
     app.add_routes(openai_transcriptions.routes)
     app.add_routes(openai_speech.routes)
     app.add_routes(openai_models.routes)

@@ -10,13 +10,13 @@ from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 from multidict import MultiDictProxy
 
+from wyoming_wis.values import parse_bool
+
 from .errors import ApiError, bad_field
 
 # A JSON request is a few fields and at most a few thousand characters of text (`\uXXXX` escapes take six
 # bytes each): a body past this is refused while it arrives, before it is held or parsed on the event loop.
 MAX_JSON_BYTES = 64 * 1024
-_TRUE = {"true", "1", "yes", "on"}
-_FALSE = {"false", "0", "no", "off", ""}
 
 
 def text(value: object, param: str, default: str | None = None) -> str | None:
@@ -62,8 +62,11 @@ def boolean(value: object, param: str, default: bool) -> bool:
         return default
     if isinstance(value, bool):
         return value
-    if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
-        return value.strip().lower() in _TRUE
+    if isinstance(value, str):
+        try:
+            return parse_bool(value)
+        except ValueError:
+            pass
     raise bad_field(param, f"'{param}' must be true or false; got {value!r}")
 
 

@@ -22,6 +22,7 @@ from wyoming_wis.audio import ENCODINGS, Encoder
 from wyoming_wis.core import Piece, SpeechStream
 from wyoming_wis.errors import BadAudio
 from wyoming_wis.requests import SpeechRequest
+from wyoming_wis.values import MAX_SPEED, MIN_SPEED
 
 from . import fields, limits
 from .errors import ApiError, bad_field
@@ -34,7 +35,9 @@ routes = web.RouteTableDef()
 
 MAX_INPUT = 4096  # characters, as OpenAI allows
 OPENAI_TTS_MODELS = ("tts-1", "tts-1-hd", "gpt-4o-mini-tts")  # any of these: the voice decides
+DEFAULT_FORMAT = "mp3"  # OpenAI's
 STREAM_FORMATS = ("audio", "sse")
+DEFAULT_STREAM_FORMAT = "audio"
 
 
 REFERENCE_FIELDS = ("reference_audio", "speaker_wav")  # speaker_wav: what XTTS API servers' clients send
@@ -60,9 +63,9 @@ async def speech(request: web.Request) -> web.StreamResponse:
     voice = body.get("voice")
     if isinstance(voice, dict):  # OpenAI's custom voice object
         voice = voice.get("id")
-    response_format = fields.choice(body.get("response_format"), "response_format", tuple(ENCODINGS), "mp3")
-    stream_format = fields.choice(body.get("stream_format"), "stream_format", STREAM_FORMATS, "audio")
-    speed = fields.number(body.get("speed"), "speed", 0.25, 4.0)
+    response_format = fields.choice(body.get("response_format"), "response_format", tuple(ENCODINGS), DEFAULT_FORMAT)
+    stream_format = fields.choice(body.get("stream_format"), "stream_format", STREAM_FORMATS, DEFAULT_STREAM_FORMAT)
+    speed = fields.number(body.get("speed"), "speed", MIN_SPEED, MAX_SPEED)
     await core.refresh_voices()
     if model and model not in OPENAI_TTS_MODELS and not core.voices.taken(model):
         raise ApiError(

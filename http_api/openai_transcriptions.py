@@ -28,6 +28,7 @@ routes = web.RouteTableDef()
 OPENAI_ASR_MODEL = "whisper-1"  # means our default model
 GRANULARITIES = ("segment", "word")
 MIN_SECONDS = 0.1  # OpenAI's own minimum
+MIN_TEMPERATURE, MAX_TEMPERATURE = 0.0, 1.0  # OpenAI's range; the lowest, no sampling, unless asked
 
 
 @routes.post("/v1/audio/transcriptions")
@@ -47,13 +48,15 @@ async def _transcribe(request: web.Request, task: str) -> web.StreamResponse:
     if not isinstance(upload, web.FileField):
         raise bad_field("file", "'file' is required: the audio, as a file in multipart/form-data")
     model = fields.text(form.get("model"), "model")
-    response_format = fields.choice(form.get("response_format"), "response_format", transcript_formats.FORMATS, "json")
-    temperature = fields.number(form.get("temperature"), "temperature", 0.0, 1.0)
+    response_format = fields.choice(
+        form.get("response_format"), "response_format", transcript_formats.FORMATS, transcript_formats.DEFAULT
+    )
+    temperature = fields.number(form.get("temperature"), "temperature", MIN_TEMPERATURE, MAX_TEMPERATURE)
     granularities = form.getall("timestamp_granularities[]", []) + form.getall("timestamp_granularities", [])
     for granularity in granularities:
         if granularity not in GRANULARITIES:
             raise bad_field("timestamp_granularities[]", f"must be segment or word; got {granularity!r}")
-    if granularities and response_format != "verbose_json":
+    if granularities and response_format != transcript_formats.VERBOSE:
         raise bad_field("timestamp_granularities[]", "timestamp_granularities[] needs response_format verbose_json")
     words = "word" in granularities
     stream = fields.boolean(form.get("stream"), "stream", False)

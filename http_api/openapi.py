@@ -4,6 +4,10 @@
 application registered, so the description never names a route that is not there, and a
 test fails if a registered route is not described. 3.0 rather
 than 3.1 because the bundled Swagger UI (4.x) reads 3.0.
+
+Every limit, default and choice a request is checked against comes from the constant the
+check itself uses, so the description can be no looser than the code (tests/test_fuzz_http.py
+sends requests generated from it and expects each one to be accepted).
 """
 
 from __future__ import annotations
@@ -13,12 +17,20 @@ from typing import Any
 from aiohttp import web
 
 from wyoming_wis import __version__
+from wyoming_wis.audio import CHANNEL_COUNTS, ENCODINGS, MAX_RATE, MIN_RATE
+from wyoming_wis.config import Settings
+from wyoming_wis.core import MAX_PROMPT_CHARS, SAYABLE, VOICE_NAME, WHISPER_LANGUAGES
+from wyoming_wis.requests import MAX_BEAM_SIZE, SpeechRequest
+from wyoming_wis.values import MAX_SPEED, MIN_SPEED
 
+from . import openai_speech, openai_transcriptions, transcript_formats, willow
 from .fields import MAX_JSON_BYTES
 from .security import CREDENTIALS, OPEN_RESOURCES, Credentials
 
 OPENAPI_VERSION = "3.0.3"
 JSON = "application/json"
+# The longest text this server speaks for one request: OpenAI's limit, or --max-text-chars if that is less
+SPEECH_CHARS = web.AppKey("speech_chars", int)
 
 # -- building blocks --------------------------------------------------------------
 
@@ -49,9 +61,42 @@ def _header(name: str, description: str, schema: dict[str, Any]) -> dict[str, An
     return {"name": name, "in": "header", "required": False, "description": description, "schema": schema}
 
 
+def _format_header(name: str, description: str, limits: dict[str, Any]) -> dict[str, Any]:
+    """One of the x-audio-* headers of a Willow device's format, with what it means when left out."""
+    return _header(name, description, {"type": "integer", "default": willow.FORMAT_HEADERS[name], **limits})
+
+
+def _session_description(kind: str, whose: str) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "required": ["sdp", "type"],
+        "description": f"{whose} WebRTC session description, as RTCPeerConnection.localDescription gives it",
+        "properties": {"sdp": {"type": "string", "pattern": r"\S"}, "type": {"type": "string", "enum": [kind]}},
+    }
+
+
+def _speech_text(characters: int) -> dict[str, Any]:
+    """Text to speak: not too long, with something to say, and no NUL (the core refuses anything else)."""
+    return {
+        "type": "string",
+        "maxLength": characters,
+        "pattern": f"^[^\\x00]*{SAYABLE.pattern}[^\\x00]*$",
+        "description": f"The text to speak: at most {characters} characters, with a letter or a digit",
+    }
+
+
 STRING = {"type": "string"}
 BOOLEAN = {"type": "boolean"}
 BINARY = {"type": "string", "format": "binary"}
+AUDIO = "audio/*"  # an uploaded recording's part, in any format FFmpeg reads
+BEAM_SIZE = {"type": "integer", "minimum": 1, "maximum": MAX_BEAM_SIZE}
+VOICE_NAME_STRING = {"type": "string", "pattern": VOICE_NAME.pattern}
+ASR_LANGUAGE = {
+    "type": "string",
+    "enum": list(WHISPER_LANGUAGES),
+    "description": "Whisper's code, or auto to detect it; other spellings (en-US, EN) are read as the same "
+    "language. A model trained on English only (tiny.en) takes en alone.",
+}
 NULLABLE_STRING = {"type": "string", "nullable": True}
 RETRY_AFTER = {"Retry-After": {"description": "Seconds to wait before trying again", "schema": {"type": "integer"}}}
 X_CACHE = {
@@ -93,21 +138,35 @@ SCHEMAS: dict[str, Any] = {
     "TranscriptionRequest": {
         "type": "object",
         "required": ["file"],
+        "additionalProperties": False,  # others are ignored, but only a name a part's header can carry
         "properties": {
-            "file": {**BINARY, "description": "Audio in any format FFmpeg reads (wav, flac, mp3, ogg, m4a, webm, ...)"},
-            "model": {"type": "string", "default": "whisper-1", "description": "A loaded Whisper model"},
-            "language": {"type": "string", "description": "ISO-639-1 code; detected when absent"},
-            "prompt": {"type": "string", "description": "Text as if said just before"},
+            "file": {
+                **BINARY,
+                "description": "Audio in any format FFmpeg reads (wav, flac, mp3, ogg, m4a, webm, ...), "
+                f"at least {openai_transcriptions.MIN_SECONDS:g} s",
+            },
+            "model": {
+                "type": "string",
+                "default": openai_transcriptions.OPENAI_ASR_MODEL,
+                "description": "A loaded Whisper model",
+            },
+            "language": {**ASR_LANGUAGE, "description": "Detected when absent. " + ASR_LANGUAGE["description"]},
+            "prompt": {"type": "string", "maxLength": MAX_PROMPT_CHARS, "description": "Text as if said just before"},
             "response_format": {
                 "type": "string",
-                "enum": ["json", "text", "srt", "vtt", "verbose_json"],
-                "default": "json",
+                "enum": list(transcript_formats.FORMATS),
+                "default": transcript_formats.DEFAULT,
             },
-            "temperature": {"type": "number", "minimum": 0, "maximum": 1, "default": 0},
+            "temperature": {
+                "type": "number",
+                "minimum": openai_transcriptions.MIN_TEMPERATURE,
+                "maximum": openai_transcriptions.MAX_TEMPERATURE,
+                "default": openai_transcriptions.MIN_TEMPERATURE,
+            },
             "timestamp_granularities[]": {
                 "type": "array",
-                "items": {"type": "string", "enum": ["segment", "word"]},
-                "description": "With verbose_json",
+                "items": {"type": "string", "enum": list(openai_transcriptions.GRANULARITIES)},
+                "description": f"Only with response_format {transcript_formats.VERBOSE}",
             },
             "stream": {
                 "type": "boolean",
@@ -115,6 +174,13 @@ SCHEMAS: dict[str, Any] = {
                 "description": "Server-Sent Events transcript.text.delta, then transcript.text.done",
             },
         },
+        "anyOf": [  # times come only with verbose_json
+            {"not": {"required": ["timestamp_granularities[]"]}},
+            {
+                "required": ["response_format"],
+                "properties": {"response_format": {"enum": [transcript_formats.VERBOSE]}},
+            },
+        ],
     },
     "Usage": {
         "type": "object",
@@ -161,25 +227,29 @@ SCHEMAS: dict[str, Any] = {
         "type": "object",
         "required": ["input"],
         "properties": {
-            "input": {"type": "string", "maxLength": 4096, "description": "The text to speak"},
-            "model": {"type": "string", "description": "tts-1, tts-1-hd, gpt-4o-mini-tts or a voice name"},
+            "input": _schema("SpeechText"),
+            "model": {"type": "string", "description": f"{', '.join(openai_speech.OPENAI_TTS_MODELS)} or a voice name"},
             "voice": {
                 "oneOf": [
-                    {"type": "string"},
-                    {"type": "object", "properties": {"id": STRING}, "required": ["id"]},
+                    VOICE_NAME_STRING,
+                    {"type": "object", "properties": {"id": VOICE_NAME_STRING}, "required": ["id"]},
                 ],
                 "description": "A voice of ours or an OpenAI voice name",
             },
             "response_format": {
                 "type": "string",
-                "enum": ["mp3", "opus", "aac", "flac", "wav", "pcm"],
-                "default": "mp3",
+                "enum": list(ENCODINGS),
+                "default": openai_speech.DEFAULT_FORMAT,
             },
-            "speed": {"type": "number", "minimum": 0.25, "maximum": 4},
-            "stream_format": {"type": "string", "enum": ["audio", "sse"], "default": "audio"},
+            "speed": {"type": "number", "minimum": MIN_SPEED, "maximum": MAX_SPEED},
+            "stream_format": {
+                "type": "string",
+                "enum": list(openai_speech.STREAM_FORMATS),
+                "default": openai_speech.DEFAULT_STREAM_FORMAT,
+            },
             "speaker": {"type": "string", "description": "A speaker of a multi-speaker voice"},
             "language": {"type": "string", "description": "For voices that speak several"},
-            "cache": {"type": "boolean", "default": True, "description": "false synthesises afresh"},
+            "cache": {"type": "boolean", "default": SpeechRequest.cached, "description": "false synthesises afresh"},
         },
     },
     "SpeechFromReference": {
@@ -201,6 +271,7 @@ SCHEMAS: dict[str, Any] = {
     "Recording": {
         "type": "object",
         "required": ["audio_file"],
+        "additionalProperties": False,
         "properties": {"audio_file": {**BINARY, "description": "The recording, in any format"}},
     },
     "ClonedVoice": {
@@ -284,12 +355,8 @@ SCHEMAS: dict[str, Any] = {
             "total_time": {"type": "number", "description": "ms, with stats=true"},
         },
     },
-    "SessionDescription": {
-        "type": "object",
-        "required": ["sdp", "type"],
-        "description": "A WebRTC session description, as RTCPeerConnection.localDescription gives it",
-        "properties": {"sdp": STRING, "type": {"type": "string", "enum": ["offer", "answer"]}},
-    },
+    "Offer": _session_description("offer", "The browser's"),
+    "Answer": _session_description("answer", "The server's"),
 }
 
 _TRANSCRIPT_RESPONSES: dict[str, Any] = {
@@ -306,15 +373,21 @@ _TRANSCRIPT_RESPONSES: dict[str, Any] = {
     **_errors(400, 404, 413, 415, 429, 503),
 }
 
+_TRANSCRIPTION_REQUEST = {
+    "multipart/form-data": {"schema": _schema("TranscriptionRequest"), "encoding": {"file": {"contentType": AUDIO}}}
+}
+
 _WILLOW_QUERY = [
     _query("model", "A loaded Whisper model (default: the first)"),
-    _query("force_language", "Language of the speech (Whisper code); detected when absent"),
+    _query("force_language", "Language of the speech; detected when absent", ASR_LANGUAGE),
     _query("translate", "Translate to English", BOOLEAN),
     _query("stats", "Add timings (ms) to the answer", BOOLEAN),
     _query("detect_language", "Detect the language even where --language names one", BOOLEAN),
-    _query("beam_size", "Beam search width (default: --beam-size)", {"type": "integer", "minimum": 1, "maximum": 10}),
+    _query("beam_size", "Beam search width (default: --beam-size)", BEAM_SIZE),
 ]
-_RECORDING = {"multipart/form-data": {"schema": _schema("Recording")}}
+_RECORDING = {
+    "multipart/form-data": {"schema": _schema("Recording"), "encoding": {"audio_file": {"contentType": AUDIO}}}
+}
 
 _WILLOW_ANSWER = {"200": _json(_schema("WillowTranscript"), "The transcript"), **_errors(400, 404, 413, 415, 429, 503)}
 
@@ -324,7 +397,7 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
         "summary": "Transcribe audio",
         "requestBody": {
             "required": True,
-            "content": {"multipart/form-data": {"schema": _schema("TranscriptionRequest")}},
+            "content": _TRANSCRIPTION_REQUEST,
         },
         "responses": _TRANSCRIPT_RESPONSES,
     },
@@ -333,7 +406,7 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
         "summary": "Translate speech into English text",
         "requestBody": {
             "required": True,
-            "content": {"multipart/form-data": {"schema": _schema("TranscriptionRequest")}},
+            "content": _TRANSCRIPTION_REQUEST,
         },
         "responses": _TRANSCRIPT_RESPONSES,
     },
@@ -346,7 +419,10 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
             "required": True,
             "content": {
                 JSON: {"schema": _schema("SpeechRequest")},
-                "multipart/form-data": {"schema": _schema("SpeechFromReference")},
+                "multipart/form-data": {
+                    "schema": _schema("SpeechFromReference"),
+                    "encoding": {"reference_audio": {"contentType": AUDIO}},
+                },
             },
         },
         "responses": {
@@ -354,8 +430,7 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
                 "description": "Speech in the asked response_format, or events when stream_format=sse",
                 "headers": X_CACHE,
                 "content": {
-                    **{media: {"schema": BINARY} for media in ("audio/mpeg", "audio/ogg", "audio/aac", "audio/flac")},
-                    **{media: {"schema": BINARY} for media in ("audio/wav", "audio/pcm")},
+                    **{encoding.media_type: {"schema": BINARY} for encoding in ENCODINGS.values()},
                     "text/event-stream": {"schema": STRING},
                 },
             },
@@ -406,9 +481,11 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
         "tags": ["Willow"],
         "summary": "Speak text as a WAV streamed as it is made",
         "parameters": [
-            _query("text", "The text to speak", required=True),
-            _query("voice", "A loaded voice (default: the first)"),
-            _query("speaker", "A voice name, as older firmware sends it; ignored if no voice has it"),
+            _query("text", "The text to speak", _schema("SpeechText"), required=True),
+            _query("voice", "A loaded voice (default: the first)", VOICE_NAME_STRING),
+            _query(
+                "speaker", "A voice name, as older firmware sends it; ignored if no voice has it", VOICE_NAME_STRING
+            ),
             _query("language", "For voices that speak several"),
             _query("nocache", "Any value skips the speech cache"),
             _query("format", "Accepted for older firmware; always WAV"),
@@ -431,12 +508,12 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
             _query("save_audio", "Keep the recording as heard, at /audio/willow.wav", BOOLEAN),
             _header(
                 "x-audio-codec",
-                "pcm (raw, default), wav or amrwb (AMR-WB storage format)",
-                {"type": "string", "enum": ["pcm", "wav", "amrwb"]},
+                "pcm (raw), wav (PCM after a RIFF header) or amrwb (AMR-WB storage format)",
+                {"type": "string", "enum": list(willow.CODECS), "default": willow.DEFAULT_CODEC},
             ),
-            _header("x-audio-sample-rate", "Hz (default 16000)", {"type": "integer"}),
-            _header("x-audio-bits", "Bits per sample (default 16)", {"type": "integer"}),
-            _header("x-audio-channel", "Channels (default 1)", {"type": "integer"}),
+            _format_header("x-audio-sample-rate", "Hz", {"minimum": MIN_RATE, "maximum": MAX_RATE}),
+            _format_header("x-audio-bits", "Bits per sample", {"enum": list(willow.SAMPLE_BITS)}),
+            _format_header("x-audio-channel", "Channels", {"enum": list(CHANNEL_COUNTS)}),
         ],
         "requestBody": {"required": True, "content": {"application/octet-stream": {"schema": BINARY}}},
         "responses": _WILLOW_ANSWER,
@@ -451,7 +528,7 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
     ("post", "/api/tts"): {
         "tags": ["Willow"],
         "summary": "Clone a voice (XTTS) from a recording, as WIS's XTTS server does",
-        "parameters": [_query("speaker", "The new voice's name", required=True)],
+        "parameters": [_query("speaker", "The new voice's name", VOICE_NAME_STRING, required=True)],
         "requestBody": {"required": True, "content": _RECORDING},
         "responses": {"200": _json(_schema("ClonedVoice"), "The voice, stored"), **_errors(400, 404, 415, 503)},
     },
@@ -479,14 +556,14 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
         "503 also when --rtc-ports has no free port.",
         "parameters": [
             _query("model", "A loaded Whisper model for this connection's utterances (default: the first)"),
-            _query("language", "Language of the speech (Whisper code); detected when absent"),
-            _query("beam_size", "Beam search width (default: --beam-size)", _WILLOW_QUERY[-1]["schema"]),
+            _query("language", "Language of the speech; detected when absent", ASR_LANGUAGE),
+            _query("beam_size", "Beam search width (default: --beam-size)", BEAM_SIZE),
             _query("detect_language", "Detect the language even where --language names one", BOOLEAN),
             _query("partials", "Send partial messages while the user speaks (default true)", BOOLEAN),
         ],
-        "requestBody": {"required": True, "content": {JSON: {"schema": _schema("SessionDescription")}}},
+        "requestBody": {"required": True, "content": {JSON: {"schema": _schema("Offer")}}},
         "responses": {
-            "200": _json(_schema("SessionDescription"), "The answer, with the server's candidates"),
+            "200": _json(_schema("Answer"), "The answer, with the server's candidates"),
             **_errors(400, 404, 429, 503),
         },
     },
@@ -533,6 +610,11 @@ SECURITY_SCHEMES = {
 # -- the document -----------------------------------------------------------------
 
 
+def setup(app: web.Application, settings: Settings) -> None:
+    """What the description says of this server's own limits; the rest is the same on every server."""
+    app[SPEECH_CHARS] = min(openai_speech.MAX_INPUT, settings.max_text_chars)
+
+
 def registered(app: web.Application) -> set[tuple[str, str]]:
     """(method, path) of every route the application serves, lower-case methods as OpenAPI spells them."""
     routes = set()
@@ -568,7 +650,7 @@ def document(app: web.Application) -> dict[str, Any]:
                 operation["responses"] = {**operation["responses"], **_errors(401)}
         paths.setdefault(path, {})[method] = operation
     components: dict[str, Any] = {
-        "schemas": SCHEMAS,
+        "schemas": {**SCHEMAS, "SpeechText": _speech_text(app[SPEECH_CHARS])},
         "responses": {
             name: {"description": description, "headers": headers, "content": {JSON: {"schema": _schema("Error")}}}
             for name, description, headers in ERROR_RESPONSES.values()

@@ -9,6 +9,8 @@ from aiohttp import web
 from wyoming_wis.core import Transcript
 
 FORMATS = ("json", "text", "srt", "vtt", "verbose_json")
+DEFAULT = "json"
+VERBOSE = "verbose_json"  # the one with segments' measures, and the only one with word times
 
 
 def usage(transcript: Transcript) -> dict[str, Any]:
@@ -77,6 +79,6 @@ def response(transcript: Transcript, response_format: str, task: str, words: boo
         return web.Response(text=srt(transcript), content_type="application/x-subrip")
     if response_format == "vtt":
         return web.Response(text=vtt(transcript), content_type="text/vtt")
-    if response_format == "verbose_json":
+    if response_format == VERBOSE:
         return web.json_response(verbose(transcript, task, words))
     return web.json_response({"text": transcript.text, "usage": usage(transcript)})

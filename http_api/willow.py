@@ -21,7 +21,7 @@ import time
 
 from aiohttp import web
 
-from wyoming_wis.audio import AmrWbDecoder, AudioFormat, write_wav
+from wyoming_wis.audio import SAMPLE_WIDTHS, AmrWbDecoder, AudioFormat, write_wav
 from wyoming_wis.core import AsrSession, Transcript
 from wyoming_wis.errors import UnsupportedAudioFormat
 from wyoming_wis.requests import MAX_BEAM_SIZE, AsrRequest, SpeechRequest
@@ -61,6 +61,10 @@ async def tts(request: web.Request) -> web.StreamResponse:
 
 
 CODECS = ("pcm", "wav", "amrwb")
+DEFAULT_CODEC = "pcm"
+# What a device's audio is when its x-audio-* headers do not say
+FORMAT_HEADERS = {"x-audio-sample-rate": 16000, "x-audio-bits": 16, "x-audio-channel": 1}
+SAMPLE_BITS = tuple(8 * width for width in SAMPLE_WIDTHS)
 WAV_HEADER_MAX = 4096  # bytes of RIFF chunks before "data" that are accepted
 SAVED_AUDIO = "audio/willow.wav"  # in the data dir: the last recording asked to be kept, as WIS keeps it
 
@@ -173,18 +177,19 @@ def _answer(
 
 def _device_format(request: web.Request) -> tuple[AudioFormat, str]:
     headers = request.headers
-    codec = headers.get("x-audio-codec", "pcm").lower()
+    codec = headers.get("x-audio-codec", DEFAULT_CODEC).lower()
     if codec not in CODECS:
         raise bad_field("x-audio-codec", f"x-audio-codec must be one of {', '.join(CODECS)}; got {codec!r}")
     values = []
-    for header, default in (("x-audio-sample-rate", "16000"), ("x-audio-bits", "16"), ("x-audio-channel", "1")):
+    for header, default in FORMAT_HEADERS.items():
         try:
             values.append(int(headers.get(header, default)))
         except ValueError:
             raise bad_field(header, f"{header} must be a whole number; got {headers[header]!r}") from None
     rate, bits, channels = values
     if bits % 8:
-        raise bad_field("x-audio-bits", f"x-audio-bits must be 8, 16 or 32; got {bits}")
+        allowed = f"{', '.join(map(str, SAMPLE_BITS[:-1]))} or {SAMPLE_BITS[-1]}"
+        raise bad_field("x-audio-bits", f"x-audio-bits must be {allowed}; got {bits}")
     try:
         return AudioFormat(rate, bits // 8, channels).validate(), codec
     except UnsupportedAudioFormat as err:

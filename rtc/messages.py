@@ -15,6 +15,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from wyoming_wis.requests import MAX_BEAM_SIZE, AsrRequest
+from wyoming_wis.values import parse_bool
 
 MAX_MESSAGE = 64 * 1024  # characters; a control message is a few dozen
 BAD_MESSAGE = "bad-message"
@@ -155,15 +156,14 @@ def _beam_size(value: Any) -> int | None:
     return number
 
 
-_TRUE = ("1", "true", "yes", "on")
-_FALSE = ("0", "false", "no", "off")
-
-
 def _flag(value: Any, name: str) -> bool | None:
     if value is None or value == "":
         return None
     if isinstance(value, bool):
         return value
-    if isinstance(value, str) and value.strip().lower() in _TRUE + _FALSE:
-        return value.strip().lower() in _TRUE
+    if isinstance(value, str):
+        try:
+            return parse_bool(value)
+        except ValueError:
+            pass
     raise BadMessage(f"{name} must be true or false; got {value!r}")

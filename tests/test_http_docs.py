@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
+from conftest import MAX_TEXT_CHARS
 from helpers import CORPUS, Server
 from openapi_schema_validator import OAS30Validator
 from openapi_spec_validator import validate
@@ -50,7 +51,7 @@ def test_every_registered_route_is_described_and_nothing_else() -> None:
 
 
 def test_the_served_description_is_the_running_servers(spec: dict[str, Any]) -> None:
-    app = http_app(Settings.from_args([], environ={}))
+    app = http_app(Settings.from_args(["--max-text-chars", str(MAX_TEXT_CHARS)], environ={}))  # as the server's
     assert spec == openapi.document(app)
     assert {"/v1/audio/transcriptions", "/api/willow", "/health", "/api/docs"} <= spec["paths"].keys()
     multipart = spec["paths"]["/v1/audio/transcriptions"]["post"]["requestBody"]["content"]["multipart/form-data"]

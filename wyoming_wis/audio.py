@@ -28,6 +28,19 @@ MAX_CHANNELS = 16
 
 # Sample width in bytes -> PyAV packed sample format (WAV conventions: 8-bit is unsigned).
 _SAMPLE_FORMATS = {1: ("u8", np.uint8), 2: ("s16", np.int16), 4: ("s32", np.int32)}
+SAMPLE_WIDTHS = tuple(_SAMPLE_FORMATS)
+
+
+def _mixable(channels: int) -> bool:
+    """Whether FFmpeg has a layout for this many channels, without which it cannot mix them down to mono."""
+    try:
+        av.AudioLayout(f"{channels}c")
+    except ValueError:
+        return False
+    return True
+
+
+CHANNEL_COUNTS = tuple(count for count in range(1, MAX_CHANNELS + 1) if _mixable(count))  # not 9, 11, 13 or 15
 
 
 @dataclass(frozen=True)
@@ -51,9 +64,9 @@ class AudioFormat:
         if not MIN_RATE <= self.rate <= MAX_RATE:
             problems.append(f"rate {self.rate} Hz (supported: {MIN_RATE}-{MAX_RATE})")
         if self.width not in _SAMPLE_FORMATS:
-            problems.append(f"width {self.width} bytes (supported: 1, 2, 4)")
-        if not 1 <= self.channels <= MAX_CHANNELS:
-            problems.append(f"{self.channels} channels (supported: 1-{MAX_CHANNELS})")
+            problems.append(f"width {self.width} bytes (supported: {', '.join(map(str, SAMPLE_WIDTHS))})")
+        if self.channels not in CHANNEL_COUNTS:
+            problems.append(f"{self.channels} channels (supported: {', '.join(map(str, CHANNEL_COUNTS))})")
         if problems:
             raise UnsupportedAudioFormat("Unsupported audio format: " + ", ".join(problems))
         return self
@@ -229,7 +242,9 @@ def write_wav(path: Path, samples: np.ndarray, rate: int = WHISPER_RATE) -> None
         stream = container.add_stream("pcm_s16le", rate=rate, layout="mono")
         frame = av.AudioFrame.from_ndarray(samples.astype(np.float32).reshape(1, -1), format="flt", layout="mono")
         frame.sample_rate = rate
-        container.mux(stream.encode(frame))
+        container.start_encoding()  # the header, also for no audio at all
+        if len(samples):  # FFmpeg refuses an empty frame
+            container.mux(stream.encode(frame))
         container.mux(stream.encode(None))
 
 

@@ -18,11 +18,10 @@ from typing import Any
 from urllib.parse import urlparse
 
 from . import __version__
+from .values import MAX_NOISE, MAX_SENTENCE_SILENCE, MAX_SPEED, MIN_SPEED, parse_bool
 
 ENV_PREFIX = "WIS_"
 DEFAULT_XTTS = "xtts-v2"
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off", ""}
 
 
 @dataclass(frozen=True)
@@ -66,15 +65,6 @@ def _device(text: str) -> str:
     if kind not in ("auto", "cpu", "cuda") or (index and (kind != "cuda" or not index.isdigit())):
         raise argparse.ArgumentTypeError(f"expected auto, cpu, cuda or cuda:N, got {text!r}")
     return text
-
-
-def _parse_bool(text: str) -> bool:
-    lowered = text.strip().lower()
-    if lowered in _TRUE:
-        return True
-    if lowered in _FALSE:
-        return False
-    raise ValueError("expected true or false")
 
 
 def _task(text: str) -> str:
@@ -215,28 +205,28 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "--speed",
-        "How fast voices speak, from 0.25 to 4 (2 is twice as fast).",
+        f"How fast voices speak, from {MIN_SPEED:g} to {MAX_SPEED:g} (2 is twice as fast).",
         default=1.0,
-        type=_between(0.25, 4.0),
+        type=_between(MIN_SPEED, MAX_SPEED),
         metavar="FACTOR",
     ),
     Option(
         "--noise-scale",
-        "Piper: variation in the voice, 0 to 2 (default: each voice's own).",
-        type=_between(0.0, 2.0),
+        f"Piper: variation in the voice, 0 to {MAX_NOISE:g} (default: each voice's own).",
+        type=_between(0.0, MAX_NOISE),
         metavar="VALUE",
     ),
     Option(
         "--noise-w",
-        "Piper: variation in how long sounds last, 0 to 2 (default: each voice's own).",
-        type=_between(0.0, 2.0),
+        f"Piper: variation in how long sounds last, 0 to {MAX_NOISE:g} (default: each voice's own).",
+        type=_between(0.0, MAX_NOISE),
         metavar="VALUE",
     ),
     Option(
         "--sentence-silence",
-        "Seconds of silence after each sentence, 0 to 5.",
+        f"Seconds of silence after each sentence, 0 to {MAX_SENTENCE_SILENCE:g}.",
         default=0.0,
-        type=_between(0.0, 5.0),
+        type=_between(0.0, MAX_SENTENCE_SILENCE),
         metavar="SECONDS",
     ),
     Option(
@@ -306,7 +296,7 @@ OPTIONS: tuple[Option, ...] = (
         "Transcribe while audio still arrives and send partial transcripts (transcript-chunk); "
         "this is also what makes the final transcript fast.",
         default=True,
-        type=_parse_bool,
+        type=parse_bool,
         metavar="BOOL",
     ),
     Option(
@@ -690,12 +680,15 @@ def _from_env(option: Option, text: str) -> Any:
     """Parse an environment value the way the flag would be parsed."""
     text = text.strip()
     if option.switch:
-        return _parse_bool(text)
+        return parse_bool(text)
     if option.optional_value:
-        # WIS_ZEROCONF=1 turns it on with the default name; =0 leaves it off.
-        if text.lower() in _TRUE or text == "":
+        # WIS_ZEROCONF=1 (or empty) turns it on with the default name; =0 leaves it off; anything else is the value.
+        if text == "":
             return ""
-        return None if text.lower() in _FALSE else text
+        try:
+            return "" if parse_bool(text) else None
+        except ValueError:
+            return text
     if option.multiple:
         values = [option.type(part.strip()) for part in text.split(",") if part.strip()]
         if not values:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from .asr import AsrSession, Bias, Transcript, WhisperEngine
 from .asr.decoder import Options
+from .asr.engine import MAX_PROMPT_CHARS, WHISPER_LANGUAGES
 from .asr.session import OnText
 from .budget import MemoryBudget
 from .catalog import Catalog, Found
@@ -31,6 +32,7 @@ from .requests import MAX_BEAM_SIZE, TASKS, AsrRequest, Frontend, SpeechRequest
 from .runtime import Runtime
 from .served import Entry, Served
 from .tts import Piece, PiperEngine, SpeechCache, SpeechParams, SpeechStream
+from .tts.phrasing import SAYABLE
 from .tts.stream import SpeechEngine
 from .tts.voices import VOICE_NAME, XTTS, Voice, VoiceRegistry, check_name
 
@@ -38,7 +40,21 @@ if TYPE_CHECKING:
     from .tts.xtts import XttsEngine
 
 # What frontends use of the engines' types, published here so that they import no engine module.
-__all__ = ["AsrSession", "Core", "Decoding", "OnText", "Piece", "SpeechStream", "Transcript"]
+# What frontends take from the core: the types they handle, and the bounds a request is checked against (for their
+# own descriptions of what they accept, e.g. the OpenAPI document).
+__all__ = [
+    "MAX_PROMPT_CHARS",
+    "SAYABLE",
+    "VOICE_NAME",
+    "WHISPER_LANGUAGES",
+    "AsrSession",
+    "Core",
+    "Decoding",
+    "OnText",
+    "Piece",
+    "SpeechStream",
+    "Transcript",
+]
 
 _LOGGER = logging.getLogger(__name__)
 CLOSE_SECONDS = 5.0  # how long stopping waits for model calls already running

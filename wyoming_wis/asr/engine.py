@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 from faster_whisper import WhisperModel
+from faster_whisper.tokenizer import _LANGUAGE_CODES
 
 from .. import memory
 from ..audio import WHISPER_RATE
@@ -36,6 +37,10 @@ from .decoder import Decoded, Decoder, Job, Options
 from .vad import Piece, SpeechDetector
 
 _LOGGER = logging.getLogger(__name__)
+AUTO = "auto"  # as a language: detect it
+# What a request may name as its language, besides other spellings of these (en-US, EN): every language a
+# multilingual Whisper knows (an English-only one knows en alone), and auto.
+WHISPER_LANGUAGES = (AUTO, *_LANGUAGE_CODES)
 MAX_PROMPT_CHARS = 8192  # a request's own prompt; Whisper reads only its last 200 tokens (about 800 characters)
 MAX_WORDS = 1024  # names or terms in one request (Home Assistant sends its devices and areas)
 MAX_WORD_CHARS = 256  # in one name or term
@@ -125,7 +130,7 @@ class WhisperEngine:
         Accepts any spelling of a tag (`en`, `en-US`, `EN_us`, `zh-Hans`) and `auto`; an English-only
         model needs no detection.
         """
-        if not requested or requested.lower() == "auto":
+        if not requested or requested.lower() == AUTO:
             return self.default_language or (None if self.multilingual else "en")
         code = whisper_code(requested)
         if code not in self.languages and OLDER_CODES.get(code) in self.languages:

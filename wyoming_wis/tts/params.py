@@ -5,8 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..errors import BadRequest
-
-MIN_SPEED, MAX_SPEED = 0.25, 4.0
+from ..values import MAX_NOISE, MAX_SENTENCE_SILENCE, MAX_SPEED, MIN_SPEED
 
 
 @dataclass(frozen=True)
@@ -23,10 +22,12 @@ class SpeechParams:
             raise BadRequest(f"speed must be between {MIN_SPEED} and {MAX_SPEED}, got {self.speed}")
         for name in ("noise_scale", "noise_w"):
             value = getattr(self, name)
-            if value is not None and not 0.0 <= value <= 2.0:
-                raise BadRequest(f"{name} must be between 0 and 2, got {value}")
-        if not 0.0 <= self.sentence_silence <= 5.0:
-            raise BadRequest(f"sentence_silence must be between 0 and 5 seconds, got {self.sentence_silence}")
+            if value is not None and not 0.0 <= value <= MAX_NOISE:
+                raise BadRequest(f"{name} must be between 0 and {MAX_NOISE:g}, got {value}")
+        if not 0.0 <= self.sentence_silence <= MAX_SENTENCE_SILENCE:
+            raise BadRequest(
+                f"sentence_silence must be between 0 and {MAX_SENTENCE_SILENCE:g} seconds, got {self.sentence_silence}"
+            )
 
     def but(self, **changes: float | None) -> SpeechParams:
         """These parameters with a request's own changes (None leaves a value as it is)."""

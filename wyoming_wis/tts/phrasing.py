@@ -48,7 +48,7 @@ _LIST_ITEM = re.compile(r"\d+([.)]{0,2})(\s?)")  # "2. " or "3) " after a senten
 # giving back characters of \S+ or \s+ fails at once, so the lazy repetition stays linear).
 _FIRST_CLAUSE = re.compile(r"^\s*((?:\S+\s+){3,}?\S*[,;:\u2013\u2014])\s+(?=\S)")
 _SENTENCE_END = re.compile(rf"[.!?](?:\s|$)|[{_ZH_ENDS}]|(?:\r?\n){{2}}")
-_SAYABLE = re.compile(r"[^\W_]")  # a letter or digit, in any script
+SAYABLE = re.compile(r"[^\W_]")  # a letter or digit, in any script
 # Markdown emphasis, as sentence-stream removes it; the lookbehind starts a match only at a run's first
 # asterisk, and [^*]+ stops at the next one, so a run of asterisks is not rescanned from each of its stars.
 _EMPHASIS = re.compile(r"(?<!\*)\*+([^*]+)\*+")
@@ -179,10 +179,10 @@ class Phrasing:
         lines = _LINE_STARS.sub("", _EMPHASIS.sub(r"\1", text)).splitlines()
         phrases = []
         for number, line in enumerate(lines, 1):
-            if not _SAYABLE.search(line):
+            if not SAYABLE.search(line):
                 continue
             spoken = normalize(line.strip(), self.language)
-            pieces = [piece.strip() for piece in split(spoken, MAX_PHRASE_CHARS) if _SAYABLE.search(piece)]
+            pieces = [piece.strip() for piece in split(spoken, MAX_PHRASE_CHARS) if SAYABLE.search(piece)]
             phrases += [Phrase(piece, ends_sentence=False) for piece in pieces[:-1]]
             phrases += [Phrase(piece, ends_sentence or number < len(lines)) for piece in pieces[-1:]]
         return phrases

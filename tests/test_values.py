@@ -1,0 +1,29 @@
+"""True and false as people write them: one reading for flags, environment variables, HTTP fields and WebRTC."""
+
+from __future__ import annotations
+
+import pytest
+
+from http_api import fields
+from http_api.errors import ApiError
+from rtc.messages import BadMessage, Params
+from wyoming_wis.config import Settings
+from wyoming_wis.values import parse_bool
+
+
+@pytest.mark.parametrize(("text", "meaning"), [("1", True), (" Yes", True), ("ON", True), ("off", False), ("0", False)])
+def test_every_frontend_reads_a_spelling_alike(text: str, meaning: bool) -> None:
+    assert parse_bool(text) is meaning
+    assert Settings.from_args([], environ={"WIS_DEBUG": text}).debug is meaning
+    assert fields.boolean(text, "stream", not meaning) is meaning
+    assert Params.parse({"partials": text}, "the query").partials is meaning
+
+
+@pytest.mark.parametrize("text", ["maybe", "2", "y"])
+def test_every_frontend_refuses_what_is_neither(text: str) -> None:
+    with pytest.raises(ValueError):
+        parse_bool(text)
+    with pytest.raises(ApiError):
+        fields.boolean(text, "stream", False)
+    with pytest.raises(BadMessage):
+        Params.parse({"partials": text}, "the query")

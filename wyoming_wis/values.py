@@ -1,0 +1,26 @@
+"""Values every layer reads alike: true and false as people write them, and the ranges of speech parameters.
+
+They live here, below config.py, because the flags are parsed before any engine is imported (tts/ imports
+runtime, which imports config); the flags, the engines, the HTTP fields, WebRTC's messages and the OpenAPI
+description all check these same ones.
+"""
+
+from __future__ import annotations
+
+TRUE = frozenset({"1", "true", "yes", "on"})
+FALSE = frozenset({"0", "false", "no", "off", ""})
+
+# How a voice may be asked to speak (tts.SpeechParams): by flag, per voice and per request.
+MIN_SPEED, MAX_SPEED = 0.25, 4.0  # 2.0 speaks twice as fast
+MAX_NOISE = 2.0  # Piper's noise_scale and noise_w, from 0
+MAX_SENTENCE_SILENCE = 5.0  # seconds, from 0
+
+
+def parse_bool(text: str) -> bool:
+    """1/0, true/false, yes/no, on/off in any case, and empty for false; ValueError for anything else."""
+    word = text.strip().lower()
+    if word in TRUE:
+        return True
+    if word in FALSE:
+        return False
+    raise ValueError("expected true or false")
