@@ -67,7 +67,7 @@ async def speech(request: web.Request) -> web.StreamResponse:
     stream_format = fields.choice(body.get("stream_format"), "stream_format", STREAM_FORMATS, DEFAULT_STREAM_FORMAT)
     speed = fields.number(body.get("speed"), "speed", MIN_SPEED, MAX_SPEED)
     await core.refresh_voices()
-    if model and model not in OPENAI_TTS_MODELS and not core.voices.taken(model):
+    if model and model not in OPENAI_TTS_MODELS and not core.served().names_voice(model):
         raise ApiError(
             404,
             f"Unknown speech model {model!r} (use {', '.join(OPENAI_TTS_MODELS)} or a voice)",

@@ -92,6 +92,10 @@ class Served:
     budget_used: int  # bytes of client audio and uploads held now (--memory-budget-mb)
     budget_limit: int
 
+    def names_voice(self, name: str) -> bool:
+        """Whether `name` leads to a voice: a voice's own name, or an OpenAI voice name in any case."""
+        return any(voice.name == name for voice in self.voices) or name.lower() in self.openai_voices
+
     def of_kind(self, kind: str) -> tuple[Entry, ...]:
         return tuple(model for model in self.models if model.kind == kind)
 
