@@ -66,6 +66,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # everything here is local
 from wyoming_wis.asr import WhisperEngine  # noqa: E402
 from wyoming_wis.asr.engine import Transcript  # noqa: E402
 from wyoming_wis.catalog import Catalog  # noqa: E402
+from wyoming_wis.requests import AsrRequest  # noqa: E402
 from wyoming_wis.runtime import Runtime  # noqa: E402
 
 MODEL = "base"
@@ -343,7 +344,9 @@ async def ours(
 ) -> tuple[Transcript, float]:
     """Our final transcript, and the seconds it took."""
     began = time.monotonic()
-    options = engine.options(language=setting.code(utterance), task=setting.task, words=words, beam_size=setting.beam)
+    options = engine.options(
+        AsrRequest(language=setting.code(utterance), task=setting.task, words=words, beam_size=setting.beam)
+    )
     transcript = await engine.transcribe(utterance.samples(), options)
     return transcript, time.monotonic() - began
 

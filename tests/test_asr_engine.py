@@ -18,6 +18,7 @@ from wyoming_wis.asr.decoder import Job, Options
 from wyoming_wis.asr.session import _StableText
 from wyoming_wis.asr.vad import LEAD, PAD, SpeechDetector
 from wyoming_wis.catalog import Catalog
+from wyoming_wis.requests import AsrRequest
 from wyoming_wis.runtime import Runtime
 
 RATE = 16000
@@ -76,7 +77,7 @@ def test_silence_around_speech_is_cut_off() -> None:
 
 async def test_silence_alone_is_empty_without_decoding(engine: WhisperEngine) -> None:
     before = sum(engine.batcher.sizes.values())
-    transcript = await engine.transcribe(silence(8), engine.options(language="en"))
+    transcript = await engine.transcribe(silence(8), engine.options(AsrRequest(language="en")))
     assert transcript.text == "" and transcript.segments == []
     assert sum(engine.batcher.sizes.values()) == before  # nothing reached Whisper
 
@@ -141,7 +142,7 @@ async def test_concurrent_requests_are_batched_without_cross_talk(engine: Whispe
     recordings = corpus()
     engine.batcher.sizes.clear()
     transcripts = await asyncio.gather(
-        *(engine.transcribe(samples(path), engine.options(language="en")) for path, _ in recordings)
+        *(engine.transcribe(samples(path), engine.options(AsrRequest(language="en"))) for path, _ in recordings)
     )
     for (_, reference), transcript in zip(recordings, transcripts, strict=True):
         assert wer([reference], [transcript.text]) < 0.2, (reference, transcript.text)
@@ -152,7 +153,7 @@ async def test_long_audio_is_transcribed_whole_with_segments(engine: WhisperEngi
     """53 s: longer than one Whisper window. Every sentence is there, with times in order."""
     recordings = corpus()
     audio = np.concatenate([np.concatenate([samples(path), silence(0.3)]) for path, _ in recordings])
-    transcript = await engine.transcribe(audio, engine.options(language="en"))
+    transcript = await engine.transcribe(audio, engine.options(AsrRequest(language="en")))
     assert transcript.duration > 50
     assert wer([" ".join(reference for _, reference in recordings)], [transcript.text]) < 0.1, transcript.text
     assert len(transcript.segments) >= 2
@@ -184,7 +185,7 @@ async def test_no_recording_is_worse_than_faster_whispers_own_transcribe(engine:
     """Per utterance, at the same beam on the same model: our words are at least as right as transcribe()'s."""
     worse = []
     for name, audio, reference in recordings():
-        ours = (await engine.transcribe(audio, engine.options(beam_size=beam))).text
+        ours = (await engine.transcribe(audio, engine.options(AsrRequest(beam_size=beam)))).text
         pieces, _ = engine.model.transcribe(audio, beam_size=beam)
         theirs = " ".join(piece.text.strip() for piece in pieces)
         if wer([reference], [ours]) > wer([reference], [theirs]):
@@ -235,7 +236,8 @@ async def test_speech_that_the_text_leaves_out_is_decoded_on_its_own(engine: Whi
     assert wer([f"{before} {after}"], [english]) < 0.1, english
     assert transcript.language == "en"
 
-    asked = await engine.transcribe(audio, engine.options(language="en"))  # English asked for: German stays out
+    english = engine.options(AsrRequest(language="en"))
+    asked = await engine.transcribe(audio, english)  # English asked for: German stays out
     assert "wohnzimmer" not in normalise(asked.text) and wer([f"{before} {after}"], [asked.text]) < 0.1, asked.text
 
 
@@ -256,7 +258,7 @@ async def test_idle_model_is_unloaded_and_reloaded(engine: WhisperEngine) -> Non
     assert not engine.unload_if_idle(3600)  # not idle long enough
     assert engine.unload_if_idle(0)
     assert not engine.loaded
-    transcript = await engine.transcribe(samples(path), engine.options(language="en"))
+    transcript = await engine.transcribe(samples(path), engine.options(AsrRequest(language="en")))
     assert engine.loaded
     assert wer([reference], [transcript.text]) == 0
 

@@ -175,18 +175,7 @@ class Core:
             raise BadRequest(f"beam_size must be 1 to {MAX_BEAM_SIZE}; got {request.beam_size}")
         if request.task is not None and request.task not in TASKS:
             raise BadRequest(f"task must be one of {', '.join(TASKS)}; got {request.task!r}")
-        options = engine.options(
-            language=request.language,
-            names=request.names,
-            terms=request.terms,
-            task=request.task,
-            prompt=request.prompt,
-            words=request.words,
-            temperature=request.temperature,
-            beam_size=request.beam_size,
-            detect_language=request.detect_language,
-        )
-        return Decoding(engine.name, options)
+        return Decoding(engine.name, engine.options(request))
 
     def open_asr(self, request: AsrRequest, *, frontend: Frontend, on_text: OnText | None = None) -> AsrSession:
         """A session for one request; use it as an async context manager, or `close` it once the request ends.

@@ -27,6 +27,7 @@ from ..audio import WHISPER_RATE
 from ..catalog import Found
 from ..errors import BadRequest, UnsupportedLanguage
 from ..languages import OLDER_CODES, whisper_code
+from ..requests import AsrRequest
 from ..runtime import Runtime
 from ..scheduler import Scheduler
 from ..served import WHISPER, Calls, Entry
@@ -49,6 +50,7 @@ MAX_WORD_CHARS = 256  # in one name or term
 PIECE_COST = 1.0  # to decode a piece (its window, the prompt, the first tokens)
 SCORE_COST = 1.0  # to score new audio for speech (a thread hop, the VAD's state)
 MIXED = 0.95  # a piece's language detected less surely than this: it may hold two, and is decoded by stretch
+DEFAULTS = AsrRequest()  # a request that asks for nothing of its own
 PROMPT_CACHE = 64  # tokenised prompts kept: the server's own, and the few that each client repeats
 
 
@@ -142,30 +144,19 @@ class WhisperEngine:
             )
         return code
 
-    def options(
-        self,
-        *,
-        language: str | None = None,
-        names: Sequence[str] = (),
-        terms: Sequence[str] = (),
-        task: str | None = None,
-        prompt: str | None = None,
-        words: bool = False,
-        temperature: float = 0.0,
-        beam_size: int | None = None,
-        detect_language: bool = False,
-    ) -> Options:
+    def options(self, request: AsrRequest = DEFAULTS) -> Options:
         """How to decode a request, with the server's bias, the request's own names and terms, and its prompt.
 
         `detect_language` detects the language even where --language names one, unless `language` is given.
         """
-        task = task or self.task
+        task = request.task or self.task
         if task == "translate" and not self.multilingual:
             task = "transcribe"  # an English-only model has nothing to translate
-        prompt = self.bias.prompt(names, terms, prompt)
-        code = None if detect_language and self.multilingual and not language else self.language(language)
-        beam_size = beam_size or self.decoder.beam_size
-        return Options(code, task, prompt, words=words, temperature=temperature, beam_size=beam_size)
+        prompt = self.bias.prompt(request.names, request.terms, request.prompt)
+        detect = request.detect_language and self.multilingual and not request.language
+        code = None if detect else self.language(request.language)
+        beam_size = request.beam_size or self.decoder.beam_size
+        return Options(code, task, prompt, words=request.words, temperature=request.temperature, beam_size=beam_size)
 
     @property
     def idle(self) -> bool:
