@@ -85,6 +85,23 @@ def _speech_text(characters: int) -> dict[str, Any]:
     }
 
 
+def _page(tag: str, summary: str) -> dict[str, Any]:
+    """A page open without credentials."""
+    html = {"description": "HTML page", "content": {"text/html": {"schema": STRING}}}
+    return {"tags": [tag], "summary": summary, "responses": {"200": html}}
+
+
+def _files(tag: str, summary: str) -> dict[str, Any]:
+    """A page's files, by name."""
+    asset = {"name": "asset", "in": "path", "required": True, "schema": STRING}
+    return {
+        "tags": [tag],
+        "summary": summary,
+        "parameters": [asset],
+        "responses": {"200": {"description": "The file"}, **_errors(404)},
+    }
+
+
 STRING = {"type": "string"}
 BOOLEAN = {"type": "boolean"}
 BINARY = {"type": "string", "format": "binary"}
@@ -572,33 +589,15 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
         "summary": "This description (open without credentials)",
         "responses": {"200": _json({"type": "object"}, "OpenAPI 3.0 document")},
     },
-    ("get", "/api/docs"): {
-        "tags": ["Documentation"],
-        "summary": "Interactive documentation (Swagger UI; open without credentials)",
-        "responses": {"200": {"description": "HTML page", "content": {"text/html": {"schema": STRING}}}},
-    },
-    ("get", "/api/docs/{asset}"): {
-        "tags": ["Documentation"],
-        "summary": "Swagger UI's files, served from the package",
-        "parameters": [{"name": "asset", "in": "path", "required": True, "schema": STRING}],
-        "responses": {"200": {"description": "The file"}, **_errors(404)},
-    },
-    ("get", "/"): {
-        "tags": ["Pages"],
-        "summary": "The console: models, voices, status, transcribe, speak, clone (open without credentials)",
-        "responses": {"200": {"description": "HTML page", "content": {"text/html": {"schema": STRING}}}},
-    },
-    ("get", "/rtc"): {
-        "tags": ["Pages"],
-        "summary": "Press to talk: the microphone over WebRTC, partial and final text (open without credentials)",
-        "responses": {"200": {"description": "HTML page", "content": {"text/html": {"schema": STRING}}}},
-    },
-    ("get", "/static/{asset}"): {
-        "tags": ["Pages"],
-        "summary": "The pages' scripts, stylesheet and icon, served from the package",
-        "parameters": [{"name": "asset", "in": "path", "required": True, "schema": STRING}],
-        "responses": {"200": {"description": "The file"}, **_errors(404)},
-    },
+    ("get", "/api/docs"): _page("Documentation", "Interactive documentation (Swagger UI; open without credentials)"),
+    ("get", "/api/docs/{asset}"): _files("Documentation", "Swagger UI's files, served from the package"),
+    ("get", "/"): _page(
+        "Pages", "The console: models, voices, status, transcribe, speak, clone (open without credentials)"
+    ),
+    ("get", "/rtc"): _page(
+        "Pages", "Press to talk: the microphone over WebRTC, partial and final text (open without credentials)"
+    ),
+    ("get", "/static/{asset}"): _files("Pages", "The pages' scripts, stylesheet and icon, served from the package"),
 }
 
 SECURITY_SCHEMES = {
