@@ -633,7 +633,7 @@ async def speech_text(target: Target) -> Finding:
 
 
 async def wyoming_digits(target: Target) -> Finding:
-    digits = ("0123456789" * DEFAULTS.max_text_chars)[: DEFAULTS.max_text_chars]
+    digits = ("0123456789" * DEFAULTS.core.max_text_chars)[: DEFAULTS.core.max_text_chars]
     pieces = [SynthesizeChunk(text=digits[at : at + 100]).event() for at in range(0, len(digits), 100)]
     streamed = [SynthesizeStart().event(), *pieces, SynthesizeStop().event()]
     answers = await asyncio.gather(
@@ -744,7 +744,7 @@ async def willow_device(http_url: str, query: str, body: bytes, seconds: float, 
 
 
 async def willow_streams(target: Target) -> Finding:
-    frames = int((DEFAULTS.max_audio_seconds - 1) * AMR_FRAMES_PER_S)  # just under the limit: all of it counts
+    frames = int((DEFAULTS.core.max_audio_seconds - 1) * AMR_FRAMES_PER_S)  # just under the limit: all of it counts
     body = AMR_MAGIC + AMR_NO_DATA * frames
     answers = await asyncio.gather(
         *(
@@ -766,13 +766,13 @@ async def long_upload(port: int) -> Reply:
     """--max-audio-seconds (less one) of silence at full speed, then audio-stop; the answer, however it comes."""
     client = SourcedClient(port, ATTACKER)
     await client.connect()
-    answer = asyncio.create_task(read_answer(client, "transcript", ANSWER_S + DEFAULTS.max_audio_seconds))
+    answer = asyncio.create_task(read_answer(client, "transcript", ANSWER_S + DEFAULTS.core.max_audio_seconds))
     began = time.perf_counter()
     try:
         await client.write_event(Transcribe(language="en").event())
         await client.write_event(AudioStart(RATE, WIDTH, 1).event())
         chunk = AudioChunk(RATE, WIDTH, 1, audio=bytes(UPLOAD_CHUNK_S * RATE * WIDTH)).event()
-        for _ in range(int(DEFAULTS.max_audio_seconds) // UPLOAD_CHUNK_S - 1):
+        for _ in range(int(DEFAULTS.core.max_audio_seconds) // UPLOAD_CHUNK_S - 1):
             if answer.done():
                 break
             await client.write_event(chunk)
@@ -806,7 +806,7 @@ PROMPT_BYTES = 10 * 1024 * 1024
 
 def bias_lists() -> tuple[list[str], list[str]]:
     """transcript_names and transcript_terms that together fill most of --max-event-data-bytes."""
-    half = DEFAULTS.max_event_data_bytes // 2
+    half = DEFAULTS.wyoming.max_event_data_bytes // 2
     names = [f"Living room lamp {n}" for n in range(half // len('"Living room lamp 99999", '))]
     terms = [f"scene {n}" for n in range(half // len('"scene 99999", '))]
     return names, terms
@@ -880,7 +880,7 @@ class Hoard:
 
 
 async def slots(target: Target) -> Finding:
-    hoard = Hoard(target.port, DEFAULTS.max_connections + SLOTS_EXTRA)
+    hoard = Hoard(target.port, DEFAULTS.wyoming.max_connections + SLOTS_EXTRA)
     keeping = asyncio.create_task(hoard.keep())
     try:
         await asyncio.sleep(SLOTS_FILL_S)
@@ -958,8 +958,8 @@ async def never_reads(port: int, request: bytes, timeout: float) -> Reply:
 
 
 async def slow_readers(target: Target) -> Finding:
-    timeout = DEFAULTS.send_timeout + 2 * DROP_SLACK_S
-    synthesize = json.dumps({"text": prose(DEFAULTS.max_text_chars)})
+    timeout = DEFAULTS.wyoming.send_timeout + 2 * DROP_SLACK_S
+    synthesize = json.dumps({"text": prose(DEFAULTS.core.max_text_chars)})
     speech = json.dumps({"model": "tts-1", "voice": "alloy", "input": prose(SENTENCE_CHARS), "response_format": "wav"})
     host = f"{HOST}:{target.http_port}"
     post = f"POST /v1/audio/speech HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
@@ -968,7 +968,7 @@ async def slow_readers(target: Target) -> Finding:
         timed("Wyoming synthesize", never_reads(target.port, event_bytes("synthesize", synthesize), timeout)),
         timed("/v1/audio/speech", never_reads(target.http_port, post.encode(), timeout)),
     )
-    limit = DEFAULTS.send_timeout + DROP_SLACK_S
+    limit = DEFAULTS.wyoming.send_timeout + DROP_SLACK_S
     expected = all(answer.status == "dropped" and answer.seconds <= limit for answer in answers)
     return Finding(listed(answers), expected, list(answers))
 

@@ -12,11 +12,12 @@ import asyncio
 import logging
 import os
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
-from wyoming_wis.config import Settings
+from wyoming_wis.config import HttpSettings
 from wyoming_wis.core import Core
 
 from . import (
@@ -39,22 +40,33 @@ _LOGGER = logging.getLogger(__name__)
 SHUTDOWN_SECONDS = 10.0
 
 
-def make_app(settings: Settings, core: Core | None = None) -> web.Application:
+def make_app(
+    settings: HttpSettings,
+    core: Core | None = None,
+    *,
+    send_timeout: float,
+    max_text_chars: int,
+    data_dir: Path,
+) -> web.Application:
     """The HTTP frontend; it answers 503 until it has a `core` (see `loaded`).
 
-    Uploads larger than --max-upload-mb are refused with 413. A bad --ssl-cert/--ssl-key is a StartupError here,
-    before any model loads.
+    Besides its own settings it takes what it shares with other groups: --send-timeout (Wyoming's too),
+    --max-text-chars (the core's, for the API's description) and the first --data-dir (where Willow's recording
+    is kept). Uploads larger than --max-upload-mb are refused with 413. A bad --ssl-cert/--ssl-key is a
+    StartupError here, before any model loads.
     """
     app = web.Application(client_max_size=int(settings.max_upload_mb * 1024 * 1024), middlewares=[openai_errors])
     app[LOADED] = Loaded(core)
     app[CODEC_THREADS] = ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="http-codec")
     operations.count_requests(app)  # the outermost middleware, whatever others are added later
-    limits.setup(app, settings)  # inside openai_errors: a stalled body is a 408, a long wait a 429, in the envelope
-    openapi.setup(app, settings)
+    # inside openai_errors: a stalled body is a 408, a long wait a 429, in the envelope
+    limits.setup(app, settings, send_timeout)
+    openapi.setup(app, max_text_chars)
     app.add_routes(openai_transcriptions.routes)
     app.add_routes(openai_speech.routes)
     app.add_routes(openai_models.routes)
     app.add_routes(operations.routes)
+    app[willow.RECORDING] = data_dir / willow.SAVED_AUDIO
     app.add_routes(willow.routes)
     app.add_routes(docs.routes)
     app.add_routes(pages.routes)

@@ -32,7 +32,7 @@ from aiohttp import web
 from aiohttp.streams import StreamReader
 
 from wyoming_wis.budget import client
-from wyoming_wis.config import Settings
+from wyoming_wis.config import HttpSettings
 from wyoming_wis.errors import Timeout
 from wyoming_wis.memory import cap_send_buffer
 from wyoming_wis.scheduler import patience
@@ -57,9 +57,9 @@ class ClientStalled(ConnectionResetError):
     """
 
 
-def setup(app: web.Application, settings: Settings) -> None:
+def setup(app: web.Application, settings: HttpSettings, send_timeout: float) -> None:
     app[READ_TIMEOUT] = settings.http_read_timeout
-    app[SEND_TIMEOUT] = settings.send_timeout
+    app[SEND_TIMEOUT] = send_timeout
     app[PATIENCE] = {"willow": settings.willow_max_wait, "http": settings.http_max_wait}
     app.middlewares.append(_body_timeout)
     app.middlewares.append(_patience)

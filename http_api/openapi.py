@@ -18,7 +18,6 @@ from aiohttp import web
 
 from wyoming_wis import __version__
 from wyoming_wis.audio import CHANNEL_COUNTS, ENCODINGS, MAX_RATE, MIN_RATE
-from wyoming_wis.config import Settings
 from wyoming_wis.core import MAX_PROMPT_CHARS, SAYABLE, VOICE_NAME, WHISPER_LANGUAGES
 from wyoming_wis.requests import MAX_BEAM_SIZE, SpeechRequest
 from wyoming_wis.values import MAX_SPEED, MIN_SPEED
@@ -609,9 +608,10 @@ SECURITY_SCHEMES = {
 # -- the document -----------------------------------------------------------------
 
 
-def setup(app: web.Application, settings: Settings) -> None:
-    """What the description says of this server's own limits; the rest is the same on every server."""
-    app[SPEECH_CHARS] = min(openai_speech.MAX_INPUT, settings.max_text_chars)
+def setup(app: web.Application, max_text_chars: int) -> None:
+    """What the description says of this server's own limits (--max-text-chars); the rest is the same on every
+    server."""
+    app[SPEECH_CHARS] = min(openai_speech.MAX_INPUT, max_text_chars)
 
 
 def registered(app: web.Application) -> set[tuple[str, str]]:

@@ -19,7 +19,7 @@ from pathlib import Path
 from aiohttp import BasicAuth, web
 from multidict import CIMultiDict, CIMultiDictProxy
 
-from wyoming_wis.config import Settings
+from wyoming_wis.config import HttpSettings
 from wyoming_wis.errors import StartupError
 
 from .errors import ApiError
@@ -86,7 +86,7 @@ def _same(given: str, expected: str) -> bool:
     return hmac.compare_digest(given.encode(), expected.encode())
 
 
-def credentials(settings: Settings) -> Credentials:
+def credentials(settings: HttpSettings) -> Credentials:
     return Credentials(settings.api_key or None, settings.api_user or None, settings.api_password or None)
 
 
@@ -130,7 +130,7 @@ CREDENTIALS = web.AppKey("credentials", Credentials)
 SSL_CONTEXT = web.AppKey("ssl_context", ssl.SSLContext)
 
 
-def setup(app: web.Application, settings: Settings) -> None:
+def setup(app: web.Application, settings: HttpSettings) -> None:
     """Require credentials if any are configured, and keep the TLS context for `start`."""
     context = server_ssl(settings.ssl_cert, settings.ssl_key)
     if context is not None:

@@ -18,6 +18,7 @@ voice from `audio_file` (XTTS), as WIS's XTTS container does.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from aiohttp import web
 
@@ -29,6 +30,7 @@ from wyoming_wis.scheduler import patience
 
 from . import fields
 from .errors import ApiError, bad_field
+from .limits import PATIENCE
 from .openai_speech import MAX_INPUT, send_speech
 from .openai_transcriptions import feed_file
 from .state import core_of, in_thread
@@ -67,6 +69,7 @@ FORMAT_HEADERS = {"x-audio-sample-rate": 16000, "x-audio-bits": 16, "x-audio-cha
 SAMPLE_BITS = tuple(8 * width for width in SAMPLE_WIDTHS)
 WAV_HEADER_MAX = 4096  # bytes of RIFF chunks before "data" that are accepted
 SAVED_AUDIO = "audio/willow.wav"  # in the data dir: the last recording asked to be kept, as WIS keeps it
+RECORDING = web.AppKey("willow_recording", Path)  # where that is: SAVED_AUDIO in the first --data-dir
 
 
 @routes.post("/api/willow")
@@ -83,7 +86,7 @@ async def willow(request: web.Request) -> web.Response:
                 if data := pcm.take(chunk):
                     await session.feed(data, audio_format)
         received = time.perf_counter()
-        with patience(core_of(request).settings.willow_max_wait):  # the device waits from the end of its audio
+        with patience(request.app[PATIENCE]["willow"]):  # the device waits from the end of its audio
             transcript = await session.finish(received)
     if fields.boolean(request.query.get("save_audio"), "save_audio", False):
         await _save(request, session)
@@ -93,7 +96,8 @@ async def willow(request: web.Request) -> web.Response:
 @routes.get("/" + SAVED_AUDIO)
 async def saved_audio(request: web.Request) -> web.FileResponse:
     """The last recording sent with `save_audio=true`, as 16 kHz WAV: what the server heard."""
-    path = core_of(request).settings.data_dir[0] / SAVED_AUDIO
+    core_of(request)  # 503 while the models load, as on every route of the API
+    path = request.app[RECORDING]
     if not path.is_file():
         raise ApiError(404, "No audio saved yet: send POST /api/willow?save_audio=true first", None, "not_found")
     return web.FileResponse(path, headers={"Cache-Control": "no-store"})
@@ -142,7 +146,7 @@ async def _feed_amrwb(request: web.Request, session: AsrSession) -> None:
 
 
 async def _save(request: web.Request, session: AsrSession) -> None:
-    path = core_of(request).settings.data_dir[0] / SAVED_AUDIO
+    path = request.app[RECORDING]
     path.parent.mkdir(parents=True, exist_ok=True)
     await in_thread(request, write_wav, path, session.audio())
 

@@ -15,18 +15,21 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from wyoming_wis.config import Settings
+from wyoming_wis.config import RtcSettings
 
 from . import ice, signalling
 from .peer import Limits
 
 
-def setup(app: web.Application, settings: Settings) -> None:
-    """Serve `POST /api/rtc/asr` on `app`, and close every connection when it shuts down."""
+def setup(app: web.Application, settings: RtcSettings, *, max_wait: float) -> None:
+    """Serve `POST /api/rtc/asr` on `app`, and close every connection when it shuts down.
+
+    `max_wait` is the HTTP API's --http-max-wait: how long a browser waits for its transcript to start.
+    """
     app[signalling.PEERS] = peers = signalling.Peers(
         settings.rtc_max_sessions,
         ice.configuration(settings),
-        Limits(settings.rtc_idle_timeout, settings.rtc_ports, settings.rtc_public_address, settings.http_max_wait),
+        Limits(settings.rtc_idle_timeout, settings.rtc_ports, settings.rtc_public_address, max_wait),
     )
     app.add_routes(signalling.routes)
 

@@ -47,7 +47,7 @@ from aiortc import RTCConfiguration, RTCIceServer
 from aiortc.rtcicetransport import parse_stun_turn_uri
 from aiortc.sdp import candidate_from_sdp
 
-from wyoming_wis.config import PortRange, Settings
+from wyoming_wis.config import PortRange, RtcSettings
 from wyoming_wis.errors import StartupError
 
 _LOGGER = logging.getLogger(__name__)
@@ -67,7 +67,7 @@ class PortsExhausted(Exception):
     """Every port of the range is taken on every address: no candidate to offer."""
 
 
-def configuration(settings: Settings) -> RTCConfiguration:
+def configuration(settings: RtcSettings) -> RTCConfiguration:
     """The peer connections' ICE servers: none unless configured (aiortc's default would ask Google's STUN)."""
     servers = []
     if settings.rtc_stun:

@@ -1,7 +1,8 @@
 """`.venv/bin/python scripts/flags_table.py`: write README.md's configuration table from the real flags.
 
-The table sits between two markers in README.md and is made from `config.OPTIONS`, so it can not drift
-from `--help`; a test fails, naming this command, when someone changes a flag and forgets to run it.
+The tables, one per group of settings, sit between two markers in README.md and are made from `config.OPTIONS`,
+so they can not drift from `--help`; a test fails, naming this command, when someone changes a flag and forgets to
+run it.
 """
 
 from __future__ import annotations
@@ -9,9 +10,11 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Iterable, Sequence
+from itertools import groupby
 from pathlib import Path
 
-from wyoming_wis.config import OPTIONS, Option
+from wyoming_wis.config import OPTIONS
+from wyoming_wis.flags import Option
 
 BEGIN = "<!-- flags:begin (generated from wyoming_wis/config.py by: scripts/flags_table.py) -->"
 END = "<!-- flags:end -->"
@@ -46,12 +49,15 @@ def _value(value: object) -> str:
 
 
 def render(options: Iterable[Option] = OPTIONS) -> str:
-    """The Markdown table: one row per flag, with its variable, default and help."""
-    rows = ["| flag | variable | default | meaning |", "|---|---|---|---|"]
-    for option in options:
-        meaning = option.help.replace("|", "\\|")
-        rows.append(f"| `{_flag(option)}` | `{option.env}` | {_default(option)} | {meaning} |")
-    return "\n".join(rows) + "\n"
+    """The Markdown tables, one per section of --help: one row per flag, with its variable, default and help."""
+    tables = []
+    for section, listed in groupby(options, key=lambda option: option.section):
+        rows = [f"**{section}**", "", "| flag | variable | default | meaning |", "|---|---|---|---|"]
+        for option in listed:
+            meaning = option.help.replace("|", "\\|")
+            rows.append(f"| `{_flag(option)}` | `{option.env}` | {_default(option)} | {meaning} |")
+        tables.append("\n".join(rows) + "\n")
+    return "\n".join(tables)
 
 
 def updated(readme: str, table: str) -> str:

@@ -27,13 +27,14 @@ from helpers import ROOT, Server, free_port
 from wyoming.info import Describe, Info
 from wyoming.server import AsyncEventHandler, AsyncTcpServer
 
-from wyoming_wis.config import Settings, build_parser
+from wyoming_wis.config import OPTIONS, Settings
 
 ADDON = ROOT / "addon"
 S6 = ADDON / "rootfs" / "etc" / "s6-overlay" / "s6-rc.d"
 RUN = S6 / "wyoming-wis" / "run"
 DISCOVERY = S6 / "discovery" / "run"
 STUB = ROOT / "tests" / "bashio_stub.sh"
+FLAGS = {option.flag: option for option in OPTIONS}  # every flag of wyoming-wis and where its value lives
 
 # From the Supervisor: an option's type, a map entry, a watchdog URL, a slug, a port key.
 RE_SCHEMA_ELEMENT = re.compile(
@@ -106,11 +107,11 @@ def test_config_has_the_required_keys_and_ours(config: dict) -> None:
 def test_ports_are_the_servers_and_described_everywhere(config: dict) -> None:
     env = dockerfile_env()
     wyoming = Settings.from_args([], environ=env)  # the ports as the server reads them in the add-on
-    wyoming_port, http_port = f"{wyoming.uri[0].rsplit(':', 1)[1]}/tcp", f"{wyoming.http_port}/tcp"
+    wyoming_port, http_port = f"{wyoming.wyoming.uri[0].rsplit(':', 1)[1]}/tcp", f"{wyoming.http.http_port}/tcp"
     assert set(config["ports"]) == {wyoming_port, http_port}
     assert all(RE_PORT.match(key) for key in config["ports"])
     assert config["ports"][wyoming_port] is None  # Home Assistant reaches it on the internal network
-    assert config["ports"][http_port] == wyoming.http_port  # Willow devices and apps on the LAN
+    assert config["ports"][http_port] == wyoming.http.http_port  # Willow devices and apps on the LAN
     assert set(config["ports_description"]) == set(config["ports"])
     assert set(load("translations/en.yaml")["network"]) == set(config["ports"])
     assert f"[PORT:{wyoming_port.split('/')[0]}]" in config["watchdog"]
@@ -201,13 +202,12 @@ def test_limits_docs_name_real_flags_with_their_defaults() -> None:
     section = docs_section("Limits")
     flags = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", section))
     assert len(flags) >= 5, flags
-    actions = build_parser()._option_string_actions
-    assert not flags - set(actions), f"not flags of wyoming-wis: {sorted(flags - set(actions))}"
+    assert not flags - set(FLAGS), f"not flags of wyoming-wis: {sorted(flags - set(FLAGS))}"
     defaults = Settings.from_args([], environ={})
     rows = re.findall(r"^\| `(--[a-z0-9-]+)` \| ([^|]+) \|", section, re.MULTILINE)
     assert len(rows) >= 5, rows
     for flag, default in rows:
-        assert float(default) == getattr(defaults, actions[flag].dest), flag
+        assert float(default) == FLAGS[flag].of(defaults), flag
 
 
 def test_limits_docs_example_works_as_extra_args(config: dict, tmp_path: Path) -> None:
@@ -217,10 +217,9 @@ def test_limits_docs_example_works_as_extra_args(config: dict, tmp_path: Path) -
     argv, _, settings = started(config["options"] | {"extra_args": example.group(1)}, tmp_path)
     pairs = re.findall(r"(--[a-z0-9-]+) (\S+)", example.group(1))
     assert len(pairs) >= 2, example.group(1)
-    actions = build_parser()._option_string_actions
     for flag, value in pairs:
-        assert flag in argv and getattr(settings, actions[flag].dest) == actions[flag].type(value), flag
-        assert getattr(settings, actions[flag].dest) != getattr(Settings.from_args([], environ={}), actions[flag].dest)
+        assert flag in argv and FLAGS[flag].of(settings) == FLAGS[flag].type(value), flag
+        assert FLAGS[flag].of(settings) != FLAGS[flag].of(Settings.from_args([], environ={}))
 
 
 def test_repository_file_makes_this_an_addon_repository() -> None:
@@ -303,12 +302,13 @@ def started(options: dict, tmp_path: Path) -> tuple[list[str], dict[str, str], S
 
 def test_default_options_start_the_server_on_the_addon_ports(config: dict, tmp_path: Path) -> None:
     argv, env, settings = started(config["options"], tmp_path)
-    assert settings.uri == ["tcp://0.0.0.0:10500"] and settings.http_port == 19000 and not settings.no_http
-    assert settings.data_dir == [Path("/config")]
-    assert settings.asr_model == ["base"] and settings.voice == ["en_US-joe-medium"]
-    assert (settings.language, settings.beam_size, settings.device) == ("auto", 5, "auto")
-    assert settings.api_key is None and not settings.allow_download and not settings.debug
-    assert settings.zeroconf is None  # the Supervisor announces it, not mDNS
+    core, asr, http = settings.core, settings.core.asr, settings.http
+    assert settings.wyoming.uri == ["tcp://0.0.0.0:10500"] and http.http_port == 19000 and not http.no_http
+    assert core.data_dir == [Path("/config")]
+    assert asr.asr_model == ["base"] and core.tts.voice == ["en_US-joe-medium"]
+    assert (asr.language, asr.beam_size, core.device) == ("auto", 5, "auto")
+    assert http.api_key is None and not core.allow_download and not settings.debug
+    assert settings.wyoming.zeroconf is None  # the Supervisor announces it, not mDNS
     assert "WIS_API_KEY" not in env
 
 
@@ -327,20 +327,21 @@ def test_every_option_reaches_the_server(config: dict, tmp_path: Path) -> None:
     }
     assert set(options) == set(config["schema"])  # a new option needs a case here
     argv, env, settings = started(options, tmp_path)
-    assert settings.asr_model == ["tiny.en", "base"]
-    assert settings.voice == ["en_US-joe-medium", "de_DE-thorsten-medium"]
-    assert (settings.language, settings.beam_size, settings.device) == ("de", 1, "cpu")
-    assert settings.no_http and settings.allow_download and settings.debug
-    assert settings.hotwords == ["Quorvex"] and settings.speech_cache_mb == 500
-    assert settings.initial_prompt == "*"  # split on spaces, never globbed
-    assert settings.api_key == "s3cret key" and env["WIS_API_KEY"] == "s3cret key"
+    core, asr = settings.core, settings.core.asr
+    assert asr.asr_model == ["tiny.en", "base"]
+    assert core.tts.voice == ["en_US-joe-medium", "de_DE-thorsten-medium"]
+    assert (asr.language, asr.beam_size, core.device) == ("de", 1, "cpu")
+    assert settings.http.no_http and core.allow_download and settings.debug
+    assert asr.hotwords == ["Quorvex"] and core.tts.speech_cache_mb == 500
+    assert asr.initial_prompt == "*"  # split on spaces, never globbed
+    assert settings.http.api_key == "s3cret key" and env["WIS_API_KEY"] == "s3cret key"
     assert not any("s3cret" in arg for arg in argv)  # not on the command line, where ps shows it
 
 
 def test_empty_lists_leave_the_servers_defaults(config: dict, tmp_path: Path) -> None:
     argv, _, settings = started(config["options"] | {"asr_models": [], "voices": []}, tmp_path)
     assert "--asr-model" not in argv and "--voice" not in argv
-    assert settings.asr_model == ["base"] and settings.voice == ["en_US-joe-medium"]
+    assert settings.core.asr.asr_model == ["base"] and settings.core.tts.voice == ["en_US-joe-medium"]
 
 
 # -- the discovery step --------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -12,30 +13,32 @@ from wyoming_wis.config import OPTIONS, Settings, build_parser
 pytestmark = pytest.mark.fast
 
 flags_table = load_script("flags_table")
+OPTION = {option.dest: option for option in OPTIONS}
 
 
 def test_defaults_match_the_design() -> None:
     settings = Settings.from_args([], environ={})
-    assert settings.uri == ["tcp://0.0.0.0:10500"]
-    assert settings.asr_model == ["base"]
-    assert settings.voice == ["en_US-joe-medium"]
-    assert settings.data_dir == [Path("data")]
-    assert settings.zeroconf is None and settings.allow_download is False
-    assert settings.max_audio_seconds == 600
-    assert (settings.http_port, settings.no_http, settings.max_upload_mb) == (19000, False, 25)
+    core, http = settings.core, settings.http
+    assert settings.wyoming.uri == ["tcp://0.0.0.0:10500"]
+    assert core.asr.asr_model == ["base"]
+    assert core.tts.voice == ["en_US-joe-medium"]
+    assert core.data_dir == [Path("data")]
+    assert settings.wyoming.zeroconf is None and core.allow_download is False
+    assert core.max_audio_seconds == 600
+    assert (http.http_port, http.no_http, http.max_upload_mb) == (19000, False, 25)
 
 
 def test_flags_repeat_and_override_the_environment() -> None:
     environ = {"WIS_ASR_MODEL": "small, tiny.en", "WIS_BEAM_SIZE": "2", "WIS_DEBUG": "yes", "WIS_URI": "unix:///tmp/s"}
     from_env = Settings.from_args([], environ=environ)
-    assert from_env.asr_model == ["small", "tiny.en"]
-    assert from_env.beam_size == 2 and from_env.debug is True and from_env.uri == ["unix:///tmp/s"]
+    assert from_env.core.asr.asr_model == ["small", "tiny.en"]
+    assert from_env.core.asr.beam_size == 2 and from_env.debug is True and from_env.wyoming.uri == ["unix:///tmp/s"]
 
     flags = Settings.from_args(
         ["--asr-model", "base", "--asr-model", "tiny.en", "--beam-size", "1", "--uri", "stdio://"], environ=environ
     )
-    assert flags.asr_model == ["base", "tiny.en"]  # flags replace the environment's list, not extend it
-    assert flags.beam_size == 1 and flags.uri == ["stdio://"]
+    assert flags.core.asr.asr_model == ["base", "tiny.en"]  # flags replace the environment's list, not extend it
+    assert flags.core.asr.beam_size == 1 and flags.wyoming.uri == ["stdio://"]
 
 
 @pytest.mark.parametrize("flag", ["zeroconf", "xtts"])
@@ -53,13 +56,13 @@ def test_flags_repeat_and_override_the_environment() -> None:
 def test_flags_with_an_optional_value(flag, argv, environ, expected) -> None:
     argv = [arg.replace("FLAG", flag) for arg in argv]
     environ = {name.replace("FLAG", flag.upper()): value for name, value in environ.items()}
-    assert getattr(Settings.from_args(argv, environ=environ), flag) == expected
+    assert OPTION[flag].of(Settings.from_args(argv, environ=environ)) == expected
 
 
 def test_xtts_is_off_unless_asked_for_and_defaults_to_the_release() -> None:
-    assert Settings.from_args([], environ={}).xtts_model is None
-    assert Settings.from_args(["--xtts"], environ={}).xtts_model == "xtts-v2"
-    assert Settings.from_args([], environ={"WIS_XTTS": "coqui/XTTS-v2"}).xtts_model == "coqui/XTTS-v2"
+    assert Settings.from_args([], environ={}).core.tts.xtts_model is None
+    assert Settings.from_args(["--xtts"], environ={}).core.tts.xtts_model == "xtts-v2"
+    assert Settings.from_args([], environ={"WIS_XTTS": "coqui/XTTS-v2"}).core.tts.xtts_model == "coqui/XTTS-v2"
 
 
 @pytest.mark.parametrize(
@@ -121,7 +124,7 @@ def test_readme_flags_table_is_generated_from_the_flags() -> None:
 
 def test_flags_table_rows(tmp_path: Path) -> None:
     table = flags_table.render()
-    assert table.count("\n") == len(OPTIONS) + 2
+    assert len(re.findall(r"^\| `--", table, re.MULTILINE)) == len(OPTIONS)  # a row per flag, in tables by group
     assert "| `--uri URI` | `WIS_URI` | tcp://0.0.0.0:10500 |" in table
     assert "| `--xtts [MODEL]` | `WIS_XTTS` | off |" in table and "| `--debug` | `WIS_DEBUG` | off |" in table
     assert "| `--data-dir DIR` | `WIS_DATA_DIR` | ./data |" in table
@@ -136,12 +139,12 @@ def test_flags_table_rows(tmp_path: Path) -> None:
 
 def test_http_security_settings_from_flags_and_the_environment() -> None:
     environ = {"WIS_API_KEY": "k3y", "WIS_CORS_ORIGIN": "https://a.example, http://b.example:8080/"}
-    settings = Settings.from_args(["--api-user", "willow", "--api-password", "pw", "--ssl-cert", "c.pem"], environ)
+    settings = Settings.from_args(["--api-user", "willow", "--api-password", "pw", "--ssl-cert", "c.pem"], environ).http
     assert (settings.api_key, settings.api_user, settings.api_password) == ("k3y", "willow", "pw")
     assert settings.cors_origin == ["https://a.example", "http://b.example:8080"]
     assert settings.ssl_cert == Path("c.pem") and settings.ssl_key is None
-    assert Settings.from_args(["--cors-origin", "*"], environ={}).cors_origin == ["*"]
-    off = Settings.from_args([], environ={})
+    assert Settings.from_args(["--cors-origin", "*"], environ={}).http.cors_origin == ["*"]
+    off = Settings.from_args([], environ={}).http
     assert (off.api_key, off.api_user, off.cors_origin, off.ssl_cert) == (None, None, [], None)
 
 
@@ -159,3 +162,26 @@ def test_incomplete_http_security_settings_are_refused(argv, message, capsys) ->
     with pytest.raises(SystemExit) as exit_info:
         Settings.from_args(argv, environ={})
     assert exit_info.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_each_setting_is_declared_once_and_its_field_default_is_the_default() -> None:
+    assert len({option.dest for option in OPTIONS}) == len(OPTIONS)  # a field's name is its flag: one field each
+    assert Settings() == Settings.from_args([], environ={})
+    assert Settings().core.asr.hotwords is not Settings().core.asr.hotwords  # a list default is not shared
+
+
+def test_the_core_gets_no_frontends_settings() -> None:
+    """What Core.load is given holds the models' groups and limits, never an API key or a TURN password."""
+    core = {option.dest for option in OPTIONS if option.path[0] == "core"}
+    assert {"asr_model", "voice", "data_dir", "max_text_chars"} <= core
+    assert core.isdisjoint({"api_key", "api_password", "rtc_turn_password", "uri", "http_port", "rtc_ports"})
+
+
+def test_help_lists_the_flags_by_group() -> None:
+    text = build_parser().format_help()
+    sections = list(dict.fromkeys(option.section for option in OPTIONS))
+    assert len(sections) == 7
+    where = [text.index(f"\n{section}:\n") for section in sections]
+    assert where == sorted(where)
+    beam, debug = text.index("\n  --beam-size N"), text.index("\n  --debug")
+    assert where[0] < beam < where[1] and where[-1] < debug

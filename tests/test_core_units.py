@@ -92,7 +92,7 @@ def test_multi_speaker_voice_lists_and_resolves_speakers(tmp_path: Path) -> None
 
     found = Catalog([tmp_path]).voice("en_US-trio-medium")
     settings = Settings.from_args([], environ={})
-    engine = PiperEngine(found, Runtime.from_settings(settings), workers=1, queue_size=0)
+    engine = PiperEngine(found, Runtime.from_settings(settings.core), workers=1, queue_size=0)
     try:
         assert engine.speakers == ["alice", "bob", "carol"]
         assert engine.speaker_id("bob") == 1 and engine.speaker_id("2") == 2 and engine.speaker_id(None) is None

@@ -217,6 +217,13 @@ async def test_cors_answers_preflights_and_labels_errors_for_the_allowed_origin(
 def test_the_http_api_alone_has_no_signalling() -> None:
     """http_api knows nothing of WebRTC: the composition root mounts it (tests/test_layers.py keeps imports so)."""
     settings = Settings.from_args([], environ={})
-    paths = {resource.canonical for resource in http_api.make_app(settings).router.resources()}
+    core = settings.core
+    alone = http_api.make_app(
+        settings.http,
+        send_timeout=settings.wyoming.send_timeout,
+        max_text_chars=core.max_text_chars,
+        data_dir=core.data_dir[0],
+    )
+    paths = {resource.canonical for resource in alone.router.resources()}
     mounted = {resource.canonical for resource in http_app(settings).router.resources()}
     assert mounted - paths == {"/api/rtc/asr"}

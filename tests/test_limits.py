@@ -19,6 +19,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from aiohttp import web
 from helpers import (
     CORPUS,
     Pcm,
@@ -42,6 +43,7 @@ from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart
 import http_api
 from wyoming_wis.config import Settings
 from wyoming_wis.core import CLOSE_SECONDS, Core
+from wyoming_wis.serve import http_app
 from wyoming_wis.tts.cache import SpeechCache
 from wyoming_wis.wyoming import WyomingHandler
 from wyoming_wis.wyoming.server import SHUTDOWN_SECONDS, TcpServer
@@ -347,6 +349,13 @@ async def test_speech_cache_where_a_folder_cannot_be_made(tmp_path: Path) -> Non
     assert await cache.get("a" * 64) is None
 
 
+def served_over_http(settings: Settings, core: Core) -> web.Application:
+    """The server's HTTP application, on `core` from the start."""
+    app = http_app(settings)
+    http_api.loaded(app, core)
+    return app
+
+
 def fail_once(monkeypatch: pytest.MonkeyPatch, owner: object, name: str) -> list[int]:
     """Make `owner.name` raise the first time it is called, as a model does on a bad day; returns the call count."""
     real, calls = getattr(owner, name), [0]
@@ -367,11 +376,12 @@ async def test_a_model_call_that_raises(
     """In process, to make a real model fail once: over a real socket (Wyoming and HTTP) the client gets an error,
     the next request on the same models is answered, and no task is left behind."""
     settings = Settings.from_args(["--data-dir", str(data_dir), "--asr-model", "tiny.en"], environ={})
-    core = await asyncio.to_thread(Core.load, settings)
+    core = await asyncio.to_thread(Core.load, settings.core)
     tasks_before = asyncio.all_tasks()
-    wyoming_server = TcpServer("127.0.0.1", free_port(), settings.max_event_line_bytes, settings.max_connections)
-    await wyoming_server.start(lambda reader, writer: WyomingHandler(reader, writer, core))
-    runner = await http_api.start(http_api.make_app(settings, core), "127.0.0.1", http_port := free_port())
+    wyoming = settings.wyoming
+    wyoming_server = TcpServer("127.0.0.1", free_port(), wyoming.max_event_line_bytes, wyoming.max_connections)
+    await wyoming_server.start(lambda reader, writer: WyomingHandler(reader, writer, core, wyoming))
+    runner = await http_api.start(served_over_http(settings, core), "127.0.0.1", http_port := free_port())
     try:
         pcm = load_audio(SPOKEN)
         piper = next(iter(core._piper.values()))
@@ -413,7 +423,7 @@ def test_close_leaves_no_worker_thread_behind(data_dir: Path) -> None:
     gets the answer, and once close() returns no thread the core (or the HTTP app) started is alive."""
     before = set(threading.enumerate())
     settings = Settings.from_args(["--data-dir", str(data_dir), "--asr-model", "tiny.en"], environ={})
-    core = Core.load(settings)
+    core = Core.load(settings.core)
     workers = set(threading.enumerate()) - before
     assert workers, "the engines run no worker threads: nothing to check"
     whisper = core.asr["tiny.en"].scheduler
@@ -426,7 +436,7 @@ def test_close_leaves_no_worker_thread_behind(data_dir: Path) -> None:
         return "finished"
 
     async def serve_then_close() -> None:
-        runner = await http_api.start(http_api.make_app(settings, core), "127.0.0.1", port := free_port())
+        runner = await http_api.start(served_over_http(settings, core), "127.0.0.1", port := free_port())
         try:
             async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
                 files = {"file": ("a.flac", SPOKEN.read_bytes())}

@@ -22,7 +22,7 @@ from wyoming_wis.requests import MAX_BEAM_SIZE, AsrRequest
 def core(data_dir: Path) -> Iterator[Core]:
     """Whisper base (the default, multilingual) and tiny.en (English-only)."""
     argv = ["--data-dir", str(data_dir), "--asr-model", "base", "--asr-model", "tiny.en", "--max-audio-seconds", "5"]
-    core = Core.load(Settings.from_args(argv, environ={}))
+    core = Core.load(Settings.from_args(argv, environ={}).core)
     yield core
     core.close()
 
@@ -50,7 +50,7 @@ def test_an_unknown_task_is_refused(core: Core) -> None:
 
 
 def test_requests_that_decode_alike_resolve_equal(core: Core) -> None:
-    beam = core.settings.beam_size
+    beam = core.settings.asr.beam_size
     assert core.resolve(AsrRequest()) == core.resolve(AsrRequest(model="base", beam_size=beam, language="auto"))
     assert core.resolve(AsrRequest(language="en-US")) == core.resolve(AsrRequest(language="en"))
     assert core.resolve(AsrRequest(model="tiny.en", task="translate")) == core.resolve(AsrRequest(model="tiny.en"))

@@ -383,7 +383,7 @@ async def test_an_ended_utterance_gives_back_its_resampler_threads() -> None:
     ],
 )
 def test_rtc_settings(argv: list[str], expected: tuple) -> None:
-    settings = Settings.from_args(argv, environ={})
+    settings = Settings.from_args(argv, environ={}).rtc
     got = (str(settings.rtc_ports), settings.rtc_stun, settings.rtc_turn, settings.rtc_max_sessions)
     assert got + (settings.rtc_idle_timeout,) == expected
     servers = ice.configuration(settings).iceServers
@@ -617,9 +617,9 @@ def test_advertise_rewrites_host_candidates_of_the_family_once_per_port(address:
     [("192.168.1.20", "192.168.1.20"), (" 2001:DB8:0::20 ", "2001:db8::20"), ("127.0.0.1", "127.0.0.1")],
 )
 def test_the_public_address_setting(value: str, expected: str) -> None:
-    assert Settings.from_args(["--rtc-public-address", value], environ={}).rtc_public_address == expected
-    assert Settings.from_args([], environ={"WIS_RTC_PUBLIC_ADDRESS": value}).rtc_public_address == expected
-    assert Settings.from_args([], environ={}).rtc_public_address is None
+    assert Settings.from_args(["--rtc-public-address", value], environ={}).rtc.rtc_public_address == expected
+    assert Settings.from_args([], environ={"WIS_RTC_PUBLIC_ADDRESS": value}).rtc.rtc_public_address == expected
+    assert Settings.from_args([], environ={}).rtc.rtc_public_address is None
 
 
 @pytest.mark.parametrize(

@@ -32,7 +32,7 @@ def core(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Core]:
     shutil.copy(f"{joe}.json", data / "voices" / f"{UNUSED}.onnx.json")
     args = ["--data-dir", str(data), "--asr-model", WHISPER_MODEL, "--voice", VOICE, "--asr-workers", "1"]
     args += ["--memory-budget-mb", "64"]
-    loaded = Core.load(Settings.from_args(args, environ={}))
+    loaded = Core.load(Settings.from_args(args, environ={}).core)
     yield loaded
     loaded.close()
 

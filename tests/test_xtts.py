@@ -40,7 +40,7 @@ from wyoming.tts import Synthesize, SynthesizeVoice  # noqa: E402
 
 from wyoming_wis.audio import AudioFormat  # noqa: E402
 from wyoming_wis.catalog import Found  # noqa: E402
-from wyoming_wis.config import Settings  # noqa: E402
+from wyoming_wis.config import CoreSettings, Settings  # noqa: E402
 from wyoming_wis.core import XTTS_VOICES, Core  # noqa: E402
 from wyoming_wis.errors import (  # noqa: E402
     BadAudio,
@@ -317,10 +317,10 @@ def xtts_data(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path
     return data
 
 
-def core_settings(data: Path) -> Settings:
+def core_settings(data: Path) -> CoreSettings:
     return Settings.from_args(
         ["--data-dir", str(data), "--asr-model", "tiny.en", "--xtts", MODEL, "--cpu-threads", "2"], environ={}
-    )
+    ).core
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from .errors import StartupError
 def main(argv: Sequence[str] | None = None) -> None:
     memory.limit_heaps()  # before any worker thread takes a heap of its own
     settings = Settings.from_args(argv)
-    offline.keep_local(settings.allow_download)  # before the libraries that read its switches are imported
+    offline.keep_local(settings.core.allow_download)  # before the libraries that read its switches are imported
     logging.basicConfig(
         level=logging.DEBUG if settings.debug else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -24,7 +24,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     if not settings.debug:
         logging.getLogger("faster_whisper").setLevel(logging.WARNING)  # it logs every request
-    for uri in settings.uri:
+    for uri in settings.wyoming.uri:
         if urlparse(uri).scheme not in ("tcp", "unix", "stdio"):
             sys.exit(f"wyoming-wis: --uri {uri!r}: use tcp://HOST:PORT, unix://PATH or stdio://")
     from .serve import serve  # only now, after keep_local: it imports the models' libraries

@@ -1,8 +1,10 @@
-"""Settings: command-line flags, each also readable from a WIS_<FLAG> variable.
+"""Settings, each declared once as a field of the group that reads it; flags.py derives the rest.
 
-Precedence is flag, then environment, then built-in default. One table
-(`OPTIONS`) describes every setting, so `--help`, the environment names and the
-README stay in step.
+A field's name is its flag (`beam_size`: `--beam-size`, `WIS_BEAM_SIZE`); `setting(...)` gives its help, parser
+and default. The groups follow who reads them: the core gets `CoreSettings` (with the ASR and TTS groups), each
+frontend its own group from the composition root (serve.py); a setting two of them need lives in one group and
+is handed to the other there. `--help`, the environment names and README.md's table (scripts/flags_table.py)
+all come from these fields.
 """
 
 from __future__ import annotations
@@ -14,36 +16,14 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import ClassVar
 from urllib.parse import urlparse
 
-from . import __version__
+from . import __version__, flags
+from .flags import ENV_PREFIX, group, setting
 from .values import MAX_NOISE, MAX_SENTENCE_SILENCE, MAX_SPEED, MIN_SPEED, parse_bool
 
-ENV_PREFIX = "WIS_"
 DEFAULT_XTTS = "xtts-v2"
-
-
-@dataclass(frozen=True)
-class Option:
-    """One setting: its flag, how to parse it and what it is for."""
-
-    flag: str
-    help: str
-    default: Any = None
-    type: Callable[[str], Any] = str
-    multiple: bool = False  # repeatable flag; comma-separated in the environment
-    switch: bool = False  # flag without a value
-    optional_value: bool = False  # `--flag` alone or `--flag VALUE`
-    metavar: str | None = None
-
-    @property
-    def dest(self) -> str:
-        return self.flag.lstrip("-").replace("-", "_")
-
-    @property
-    def env(self) -> str:
-        return ENV_PREFIX + self.dest.upper()
 
 
 def _positive_int(text: str) -> int:
@@ -163,481 +143,136 @@ def _origin(text: str) -> str:
     return origin
 
 
-OPTIONS: tuple[Option, ...] = (
-    Option(
-        "--uri",
-        "Where the Wyoming server listens: tcp://HOST:PORT, unix://PATH or stdio://. Repeat to listen on several.",
-        default=["tcp://0.0.0.0:10500"],
-        multiple=True,
-        metavar="URI",
-    ),
-    Option(
-        "--data-dir",
-        "Folder for models, voices and state (models/NAME/, voices/NAME.onnx). "
-        "Repeat to search several; the first is written to.",
-        default=[Path("./data")],
-        type=Path,
-        multiple=True,
-        metavar="DIR",
-    ),
-    Option(
-        "--asr-model",
+@dataclass(frozen=True)
+class AsrSettings:
+    """Speech to text: what the Whisper engines are loaded with and how they decode by default."""
+
+    heading: ClassVar[str] = "Speech to text (Whisper)"
+
+    asr_model: list[str] = setting(
         "Whisper model to load: a name (base, tiny.en, small, ...) or a path to a CTranslate2 model folder. "
         "Repeat to keep several loaded; the first is the default.",
         default=["base"],
         multiple=True,
         metavar="NAME",
-    ),
-    Option(
-        "--voice",
-        "Piper voice to load: a name (en_US-joe-medium, ...) or a path to an .onnx file. "
-        "Repeat to keep several loaded; the first is the default.",
-        default=["en_US-joe-medium"],
-        multiple=True,
-        metavar="NAME",
-    ),
-    Option(
-        "--xtts",
-        "Also load Coqui XTTS-v2 (voice cloning, 17 languages; needs the xtts extra): a folder, a name in "
-        "DATA_DIR/xtts/ or the Hugging Face cache (coqui/XTTS-v2). MODEL defaults to xtts-v2. Off by default.",
-        optional_value=True,
-        metavar="MODEL",
-    ),
-    Option(
-        "--speed",
-        f"How fast voices speak, from {MIN_SPEED:g} to {MAX_SPEED:g} (2 is twice as fast).",
-        default=1.0,
-        type=_between(MIN_SPEED, MAX_SPEED),
-        metavar="FACTOR",
-    ),
-    Option(
-        "--noise-scale",
-        f"Piper: variation in the voice, 0 to {MAX_NOISE:g} (default: each voice's own).",
-        type=_between(0.0, MAX_NOISE),
-        metavar="VALUE",
-    ),
-    Option(
-        "--noise-w",
-        f"Piper: variation in how long sounds last, 0 to {MAX_NOISE:g} (default: each voice's own).",
-        type=_between(0.0, MAX_NOISE),
-        metavar="VALUE",
-    ),
-    Option(
-        "--sentence-silence",
-        f"Seconds of silence after each sentence, 0 to {MAX_SENTENCE_SILENCE:g}.",
-        default=0.0,
-        type=_between(0.0, MAX_SENTENCE_SILENCE),
-        metavar="SECONDS",
-    ),
-    Option(
-        "--speech-cache-mb",
-        "Disk space for finished speech, so phrases said before are sent at once; 0 turns the cache off.",
-        default=200.0,
-        type=_between(0.0),
-        metavar="MB",
-    ),
-    Option(
-        "--speech-cache-days",
-        "How long cached speech is kept.",
-        default=30.0,
-        type=_positive_float,
-        metavar="DAYS",
-    ),
-    Option(
-        "--language",
+    )
+    language: str = setting(
         "Language of the speech when a request names none (en, de, ...); 'auto' detects it per request.",
         default="auto",
         metavar="LANG",
-    ),
-    Option(
-        "--device",
-        "Where models run: auto (CUDA if available), cpu, cuda or cuda:N.",
-        default="auto",
-        type=_device,
-        metavar="DEVICE",
-    ),
-    Option(
-        "--compute-type",
-        "CTranslate2 compute type: default (int8 on CPU, float16 on CUDA), int8, int8_float16, float16, float32, ...",
-        default="default",
-        metavar="TYPE",
-    ),
-    Option(
-        "--beam-size",
+    )
+    beam_size: int = setting(
         "Whisper beam size. Below 5, speech is decoded in Whisper's full 30 s window, as faster-whisper does: greedy "
         "decoding in the short windows that make commands fast changes words, and there beam 5 costs about as much "
         "as 1.",
         default=5,
         type=_positive_int,
         metavar="N",
-    ),
-    Option(
-        "--task",
+    )
+    task: str = setting(
         "What Whisper does with speech: transcribe it, or translate it to English.",
         default="transcribe",
         type=_task,
         metavar="TASK",
-    ),
-    Option(
-        "--initial-prompt",
+    )
+    initial_prompt: str | None = setting(
         "Text Whisper sees as if said just before each request, to steer spelling and style.",
         metavar="TEXT",
-    ),
-    Option(
-        "--hotwords",
+    )
+    hotwords: list[str] = setting(
         "Names and words to bias recognition toward (device and area names, ...), added to every request's "
         "own transcript_names. Repeat, or separate with commas in the environment.",
         default=[],
         multiple=True,
         metavar="WORDS",
-    ),
-    Option(
-        "--partial-results",
+    )
+    partial_results: bool = setting(
         "Transcribe while audio still arrives and send partial transcripts (transcript-chunk); "
         "this is also what makes the final transcript fast.",
         default=True,
         type=parse_bool,
         metavar="BOOL",
-    ),
-    Option(
-        "--max-batch",
+    )
+    max_batch: int = setting(
         "Most transcription windows decoded together in one batch per Whisper model.",
         default=8,
         type=_positive_int,
         metavar="N",
-    ),
-    Option(
-        "--unload-after",
+    )
+    unload_after: float = setting(
         "Free a Whisper model's memory after this many idle seconds and reload it on the next request; "
         "0 keeps every model loaded.",
         default=0.0,
         type=_between(0.0),
         metavar="SECONDS",
-    ),
-    Option(
-        "--cpu-threads",
-        "Threads each model uses on the CPU; 0 means one per core.",
-        default=0,
-        type=_non_negative_int,
-        metavar="N",
-    ),
-    Option(
-        "--asr-workers",
+    )
+    asr_workers: int = setting(
         "Transcriptions that run at the same time per Whisper model.",
         default=2,
         type=_positive_int,
         metavar="N",
-    ),
-    Option(
-        "--tts-workers",
+    )
+
+
+@dataclass(frozen=True)
+class TtsSettings:
+    """Text to speech: the voices loaded and how they speak by default."""
+
+    heading: ClassVar[str] = "Text to speech (Piper, XTTS)"
+
+    voice: list[str] = setting(
+        "Piper voice to load: a name (en_US-joe-medium, ...) or a path to an .onnx file. "
+        "Repeat to keep several loaded; the first is the default.",
+        default=["en_US-joe-medium"],
+        multiple=True,
+        metavar="NAME",
+    )
+    xtts: str | None = setting(  # None: off; "": on with the default model
+        "Also load Coqui XTTS-v2 (voice cloning, 17 languages; needs the xtts extra): a folder, a name in "
+        "DATA_DIR/xtts/ or the Hugging Face cache (coqui/XTTS-v2). MODEL defaults to xtts-v2. Off by default.",
+        optional_value=True,
+        metavar="MODEL",
+    )
+    speed: float = setting(
+        f"How fast voices speak, from {MIN_SPEED:g} to {MAX_SPEED:g} (2 is twice as fast).",
+        default=1.0,
+        type=_between(MIN_SPEED, MAX_SPEED),
+        metavar="FACTOR",
+    )
+    noise_scale: float | None = setting(
+        f"Piper: variation in the voice, 0 to {MAX_NOISE:g} (default: each voice's own).",
+        type=_between(0.0, MAX_NOISE),
+        metavar="VALUE",
+    )
+    noise_w: float | None = setting(
+        f"Piper: variation in how long sounds last, 0 to {MAX_NOISE:g} (default: each voice's own).",
+        type=_between(0.0, MAX_NOISE),
+        metavar="VALUE",
+    )
+    sentence_silence: float = setting(
+        f"Seconds of silence after each sentence, 0 to {MAX_SENTENCE_SILENCE:g}.",
+        default=0.0,
+        type=_between(0.0, MAX_SENTENCE_SILENCE),
+        metavar="SECONDS",
+    )
+    speech_cache_mb: float = setting(
+        "Disk space for finished speech, so phrases said before are sent at once; 0 turns the cache off.",
+        default=200.0,
+        type=_between(0.0),
+        metavar="MB",
+    )
+    speech_cache_days: float = setting(
+        "How long cached speech is kept.",
+        default=30.0,
+        type=_positive_float,
+        metavar="DAYS",
+    )
+    tts_workers: int = setting(
         "Synthesis steps that run at the same time per voice; each gets `--cpu-threads` / N threads.",
         default=2,
         type=_positive_int,
         metavar="N",
-    ),
-    Option(
-        "--queue-size",
-        "Requests that may wait per model or voice before new ones are answered 'busy'.",
-        default=16,
-        type=_non_negative_int,
-        metavar="N",
-    ),
-    Option(
-        "--http-port",
-        "Port of the HTTP API (OpenAI-compatible /v1/audio/..., Willow's /api/..., /health) on the same models.",
-        default=19000,
-        type=_port,
-        metavar="PORT",
-    ),
-    Option("--http-host", "Address the HTTP API listens on.", default="0.0.0.0", metavar="HOST"),
-    Option("--no-http", "Do not start the HTTP API.", switch=True, default=False),
-    Option(
-        "--max-upload-mb",
-        "Largest audio file one HTTP request may upload.",
-        default=25.0,
-        type=_positive_float,
-        metavar="MB",
-    ),
-    Option(
-        "--api-key",
-        "Key every HTTP request must send, as Authorization: Bearer KEY or X-API-Key: KEY "
-        "(/health and the API docs stay open). Better set in the environment, which ps does not show. "
-        "Off by default.",
-        metavar="KEY",
-    ),
-    Option(
-        "--api-user",
-        "User name for HTTP Basic auth on the HTTP API (Willow devices send it from user:password@ in their URL); "
-        "needs --api-password. With --api-key too, either is accepted.",
-        metavar="USER",
-    ),
-    Option(
-        "--api-password",
-        "Password for HTTP Basic auth, with --api-user; better set in the environment.",
-        metavar="PASSWORD",
-    ),
-    Option(
-        "--cors-origin",
-        "Web origin allowed to call the HTTP API from a browser (https://app.example.com:8443), or * for any. "
-        "Repeat, or separate with commas in the environment. Off by default.",
-        default=[],
-        type=_origin,
-        multiple=True,
-        metavar="ORIGIN",
-    ),
-    Option("--ssl-cert", "PEM certificate (chain): serve the HTTP API over HTTPS.", type=Path, metavar="FILE"),
-    Option(
-        "--ssl-key",
-        "PEM private key of --ssl-cert, unless the certificate file holds it.",
-        type=Path,
-        metavar="FILE",
-    ),
-    Option(
-        "--zeroconf",
-        "Announce the Wyoming service to Home Assistant over mDNS; "
-        "NAME defaults to a name kept in the data dir, stable across restarts.",
-        optional_value=True,
-        metavar="NAME",
-    ),
-    Option(
-        "--zeroconf-host",
-        "Address to announce over zeroconf (default: the address of the interface that reaches the LAN).",
-        metavar="HOST",
-    ),
-    Option(
-        "--allow-download",
-        "Allow downloading models and voices missing locally from the Hugging Face Hub (into the first data dir).",
-        switch=True,
-        default=False,
-    ),
-    Option(
-        "--max-audio-seconds",
-        "Longest audio one request may send.",
-        default=600.0,
-        type=_positive_float,
-        metavar="SECONDS",
-    ),
-    Option(
-        "--max-text-chars",
-        "Longest text one synthesis request may send.",
-        default=10000,
-        type=_positive_int,
-        metavar="N",
-    ),
-    Option(
-        "--memory-budget-mb",
-        "Client data the server may hold at once across every request and frontend: audio buffered for "
-        "transcription, uploaded files and their decoded audio. A request that would pass it is answered 'busy' "
-        "(HTTP 429 with Retry-After) instead of growing the server's memory.",
-        default=256.0,
-        type=_positive_float,
-        metavar="MB",
-    ),
-    Option(
-        "--wyoming-max-wait",
-        "Longest a Wyoming client waits for its answer, from its audio-stop or synthesize: with a queue ahead, a "
-        "request that could not be answered sooner is refused at once with 'busy', and one that a worker reaches too "
-        "late to finish in time is dropped, since its client (a satellite, Home Assistant) will have given up.",
-        default=15.0,
-        type=_positive_float,
-        metavar="SECONDS",
-    ),
-    Option(
-        "--willow-max-wait",
-        "As --wyoming-max-wait, for Willow devices (/api/willow from the end of its audio, /api/tts), which give "
-        "up after 10 s.",
-        default=10.0,
-        type=_positive_float,
-        metavar="SECONDS",
-    ),
-    Option(
-        "--http-max-wait",
-        "As --wyoming-max-wait, for the other HTTP requests (OpenAI API, /api/asr) and WebRTC.",
-        default=30.0,
-        type=_positive_float,
-        metavar="SECONDS",
-    ),
-    Option(
-        "--send-timeout",
-        "Drop a client that takes nothing of an answer for this many seconds: a Wyoming or HTTP client that asks "
-        "for speech and stops reading cannot hold its connection, its slot or its audio.",
-        default=30.0,
-        type=_positive_float,
-        metavar="SECONDS",
-    ),
-    Option(
-        "--max-connections",
-        "Most Wyoming connections open at once; more get an error event with code 'busy' and are closed.",
-        default=64,
-        type=_positive_int,
-        metavar="N",
-    ),
-    Option(
-        "--idle-timeout",
-        "Close a Wyoming connection that sends nothing for this many seconds while the server waits for its next "
-        "event (time spent answering a transcription or synthesis does not count). Home Assistant opens a "
-        "connection per request and closes it once answered, so it is never cut.",
-        default=300.0,
-        type=_positive_float,
-        metavar="SECONDS",
-    ),
-    Option(
-        "--event-timeout",
-        "Seconds a Wyoming event may take to arrive whole once its first byte has come; a half-sent event "
-        "then gets an error event with code 'timeout' and the connection is closed.",
-        default=30.0,
-        type=_positive_float,
-        metavar="SECONDS",
-    ),
-    Option(
-        "--max-event-line-bytes",
-        "Longest header line (JSON) of a Wyoming event.",
-        default=65536,
-        type=_positive_int,
-        metavar="BYTES",
-    ),
-    Option(
-        "--max-event-data-bytes",
-        "Largest data block (data_length) of a Wyoming event; a larger announced length is refused before "
-        "anything is read.",
-        default=1048576,
-        type=_positive_int,
-        metavar="BYTES",
-    ),
-    Option(
-        "--max-event-payload-bytes",
-        "Largest payload (payload_length, e.g. one audio chunk) of a Wyoming event; a larger announced length is "
-        "refused before anything is read.",
-        default=1048576,
-        type=_positive_int,
-        metavar="BYTES",
-    ),
-    Option(
-        "--http-read-timeout",
-        "HTTP slow clients: the time a client may take to send a request's headers (counted from connecting or "
-        "from the previous answer, so also how long an idle keep-alive connection stays open), and the longest "
-        "silence inside a request body, which is answered 408 and closed. Silence, not the whole body: a Willow "
-        "device streams its audio at the pace it is spoken.",
-        default=30.0,
-        type=_positive_float,
-        metavar="SECONDS",
-    ),
-    Option(
-        "--rtc-ports",
-        "UDP ports browsers' WebRTC audio may use (ICE), LOW-HIGH, or any. A container publishes this range; "
-        "each browser connection takes one port per network address of the server.",
-        default=PortRange(10000, 10049),
-        type=_port_range,
-        metavar="LOW-HIGH",
-    ),
-    Option(
-        "--rtc-public-address",
-        "Address to name in WebRTC answers instead of the server's own (NAT 1:1), e.g. the Docker host's LAN "
-        "address when a container publishes --rtc-ports with the same numbers: the ports stay, the sockets stay "
-        "bound where they are. IPv4 or IPv6; it replaces the addresses of its own family only. Off by default.",
-        type=_ip_address,
-        metavar="ADDRESS",
-    ),
-    Option(
-        "--rtc-stun",
-        "STUN server for WebRTC, stun:HOST[:PORT], to learn the server's public address behind NAT. "
-        "Off by default: a server on the LAN needs none.",
-        type=_ice_url(("stun", "stuns")),
-        metavar="URL",
-    ),
-    Option(
-        "--rtc-turn",
-        "TURN server to relay WebRTC audio through when browsers cannot reach the server directly: "
-        "turn:HOST[:PORT][?transport=udp|tcp] or turns:HOST[:PORT]. Off by default.",
-        type=_ice_url(("turn", "turns")),
-        metavar="URL",
-    ),
-    Option("--rtc-turn-user", "User name for --rtc-turn.", metavar="USER"),
-    Option("--rtc-turn-password", "Password for --rtc-turn; better set in the environment.", metavar="PASSWORD"),
-    Option(
-        "--rtc-max-sessions",
-        "Most browser WebRTC connections open at once; more are refused with 429.",
-        default=16,
-        type=_positive_int,
-        metavar="N",
-    ),
-    Option(
-        "--rtc-idle-timeout",
-        "Close a browser WebRTC connection after this many seconds without an RTP, RTCP or data channel packet "
-        "from it (an idle page's data channel still sends heartbeats; a vanished one sends nothing).",
-        default=300.0,
-        type=_positive_float,
-        metavar="SECONDS",
-    ),
-    Option("--debug", "Log debug messages.", switch=True, default=False),
-)
-
-
-@dataclass
-class Settings:
-    """Every setting of the server, resolved (defaults live in `OPTIONS`)."""
-
-    uri: list[str]
-    data_dir: list[Path]
-    asr_model: list[str]
-    voice: list[str]
-    xtts: str | None  # None: off; "": on with the default model
-    speed: float
-    noise_scale: float | None
-    noise_w: float | None
-    sentence_silence: float
-    speech_cache_mb: float
-    speech_cache_days: float
-    language: str
-    device: str
-    compute_type: str
-    beam_size: int
-    task: str
-    initial_prompt: str | None
-    hotwords: list[str]
-    partial_results: bool
-    max_batch: int
-    unload_after: float
-    cpu_threads: int
-    asr_workers: int
-    tts_workers: int
-    queue_size: int
-    http_port: int
-    http_host: str
-    no_http: bool
-    max_upload_mb: float
-    api_key: str | None
-    api_user: str | None
-    api_password: str | None
-    cors_origin: list[str]
-    ssl_cert: Path | None
-    ssl_key: Path | None
-    zeroconf: str | None  # None: off; "": on with the default name
-    zeroconf_host: str | None
-    allow_download: bool
-    max_audio_seconds: float
-    max_text_chars: int
-    memory_budget_mb: float
-    wyoming_max_wait: float
-    willow_max_wait: float
-    http_max_wait: float
-    send_timeout: float
-    max_connections: int
-    idle_timeout: float
-    event_timeout: float
-    max_event_line_bytes: int
-    max_event_data_bytes: int
-    max_event_payload_bytes: int
-    http_read_timeout: float
-    rtc_ports: PortRange
-    rtc_public_address: str | None
-    rtc_stun: str | None
-    rtc_turn: str | None
-    rtc_turn_user: str | None
-    rtc_turn_password: str | None
-    rtc_max_sessions: int
-    rtc_idle_timeout: float
-    debug: bool
+    )
 
     @property
     def xtts_model(self) -> str | None:
@@ -646,59 +281,342 @@ class Settings:
             return None
         return self.xtts or DEFAULT_XTTS
 
+
+@dataclass(frozen=True)
+class CoreSettings:
+    """What the core reads: its models' groups, where models are found and run, and what one request may ask.
+
+    No frontend's settings are here: the core never holds an API key or a TURN password. The composition root
+    hands the HTTP frontend `max_text_chars` (for its API description) and the first `data_dir` (for Willow's
+    recording).
+    """
+
+    heading: ClassVar[str] = "Models, devices and limits"
+
+    asr: AsrSettings = group(AsrSettings)
+    tts: TtsSettings = group(TtsSettings)
+    data_dir: list[Path] = setting(
+        "Folder for models, voices and state (models/NAME/, voices/NAME.onnx). "
+        "Repeat to search several; the first is written to.",
+        default=[Path("./data")],
+        type=Path,
+        multiple=True,
+        metavar="DIR",
+    )
+    device: str = setting(
+        "Where models run: auto (CUDA if available), cpu, cuda or cuda:N.",
+        default="auto",
+        type=_device,
+        metavar="DEVICE",
+    )
+    compute_type: str = setting(
+        "CTranslate2 compute type: default (int8 on CPU, float16 on CUDA), int8, int8_float16, float16, float32, ...",
+        default="default",
+        metavar="TYPE",
+    )
+    cpu_threads: int = setting(
+        "Threads each model uses on the CPU; 0 means one per core.",
+        default=0,
+        type=_non_negative_int,
+        metavar="N",
+    )
+    queue_size: int = setting(
+        "Requests that may wait per model or voice before new ones are answered 'busy'.",
+        default=16,
+        type=_non_negative_int,
+        metavar="N",
+    )
+    allow_download: bool = setting(
+        "Allow downloading models and voices missing locally from the Hugging Face Hub (into the first data dir).",
+        switch=True,
+        default=False,
+    )
+    max_audio_seconds: float = setting(
+        "Longest audio one request may send.",
+        default=600.0,
+        type=_positive_float,
+        metavar="SECONDS",
+    )
+    max_text_chars: int = setting(
+        "Longest text one synthesis request may send.",
+        default=10000,
+        type=_positive_int,
+        metavar="N",
+    )
+    memory_budget_mb: float = setting(
+        "Client data the server may hold at once across every request and frontend: audio buffered for "
+        "transcription, uploaded files and their decoded audio. A request that would pass it is answered 'busy' "
+        "(HTTP 429 with Retry-After) instead of growing the server's memory.",
+        default=256.0,
+        type=_positive_float,
+        metavar="MB",
+    )
+
     @property
     def threads(self) -> int:
         """CPU threads per model, with 0 resolved to the number of cores."""
         return self.cpu_threads or (os.cpu_count() or 1)
 
+
+@dataclass(frozen=True)
+class WyomingSettings:
+    """The Wyoming frontend: where it listens and announces itself, and what one connection may do.
+
+    `send_timeout` is the HTTP frontend's too; the composition root hands it on.
+    """
+
+    heading: ClassVar[str] = "Wyoming (Home Assistant)"
+
+    uri: list[str] = setting(
+        "Where the Wyoming server listens: tcp://HOST:PORT, unix://PATH or stdio://. Repeat to listen on several.",
+        default=["tcp://0.0.0.0:10500"],
+        multiple=True,
+        metavar="URI",
+    )
+    zeroconf: str | None = setting(  # None: off; "": on with the default name
+        "Announce the Wyoming service to Home Assistant over mDNS; "
+        "NAME defaults to a name kept in the data dir, stable across restarts.",
+        optional_value=True,
+        metavar="NAME",
+    )
+    zeroconf_host: str | None = setting(
+        "Address to announce over zeroconf (default: the address of the interface that reaches the LAN).",
+        metavar="HOST",
+    )
+    wyoming_max_wait: float = setting(
+        "Longest a Wyoming client waits for its answer, from its audio-stop or synthesize: with a queue ahead, a "
+        "request that could not be answered sooner is refused at once with 'busy', and one that a worker reaches too "
+        "late to finish in time is dropped, since its client (a satellite, Home Assistant) will have given up.",
+        default=15.0,
+        type=_positive_float,
+        metavar="SECONDS",
+    )
+    send_timeout: float = setting(
+        "Drop a client that takes nothing of an answer for this many seconds: a Wyoming or HTTP client that asks "
+        "for speech and stops reading cannot hold its connection, its slot or its audio.",
+        default=30.0,
+        type=_positive_float,
+        metavar="SECONDS",
+    )
+    max_connections: int = setting(
+        "Most Wyoming connections open at once; more get an error event with code 'busy' and are closed.",
+        default=64,
+        type=_positive_int,
+        metavar="N",
+    )
+    idle_timeout: float = setting(
+        "Close a Wyoming connection that sends nothing for this many seconds while the server waits for its next "
+        "event (time spent answering a transcription or synthesis does not count). Home Assistant opens a "
+        "connection per request and closes it once answered, so it is never cut.",
+        default=300.0,
+        type=_positive_float,
+        metavar="SECONDS",
+    )
+    event_timeout: float = setting(
+        "Seconds a Wyoming event may take to arrive whole once its first byte has come; a half-sent event "
+        "then gets an error event with code 'timeout' and the connection is closed.",
+        default=30.0,
+        type=_positive_float,
+        metavar="SECONDS",
+    )
+    max_event_line_bytes: int = setting(
+        "Longest header line (JSON) of a Wyoming event.",
+        default=65536,
+        type=_positive_int,
+        metavar="BYTES",
+    )
+    max_event_data_bytes: int = setting(
+        "Largest data block (data_length) of a Wyoming event; a larger announced length is refused before "
+        "anything is read.",
+        default=1048576,
+        type=_positive_int,
+        metavar="BYTES",
+    )
+    max_event_payload_bytes: int = setting(
+        "Largest payload (payload_length, e.g. one audio chunk) of a Wyoming event; a larger announced length is "
+        "refused before anything is read.",
+        default=1048576,
+        type=_positive_int,
+        metavar="BYTES",
+    )
+
+
+@dataclass(frozen=True)
+class HttpSettings:
+    """The HTTP frontend: where it listens, who may call it, and how long its clients may take and wait.
+
+    `http_max_wait` is WebRTC's too (its signalling is mounted on this application); the composition root hands it on.
+    """
+
+    heading: ClassVar[str] = "HTTP API (OpenAI, Willow)"
+
+    http_port: int = setting(
+        "Port of the HTTP API (OpenAI-compatible /v1/audio/..., Willow's /api/..., /health) on the same models.",
+        default=19000,
+        type=_port,
+        metavar="PORT",
+    )
+    http_host: str = setting(
+        "Address the HTTP API listens on.",
+        default="0.0.0.0",
+        metavar="HOST",
+    )
+    no_http: bool = setting(
+        "Do not start the HTTP API.",
+        switch=True,
+        default=False,
+    )
+    max_upload_mb: float = setting(
+        "Largest audio file one HTTP request may upload.",
+        default=25.0,
+        type=_positive_float,
+        metavar="MB",
+    )
+    api_key: str | None = setting(
+        "Key every HTTP request must send, as Authorization: Bearer KEY or X-API-Key: KEY "
+        "(/health and the API docs stay open). Better set in the environment, which ps does not show. "
+        "Off by default.",
+        metavar="KEY",
+    )
+    api_user: str | None = setting(
+        "User name for HTTP Basic auth on the HTTP API (Willow devices send it from user:password@ in their URL); "
+        "needs --api-password. With --api-key too, either is accepted.",
+        metavar="USER",
+    )
+    api_password: str | None = setting(
+        "Password for HTTP Basic auth, with --api-user; better set in the environment.",
+        metavar="PASSWORD",
+    )
+    cors_origin: list[str] = setting(
+        "Web origin allowed to call the HTTP API from a browser (https://app.example.com:8443), or * for any. "
+        "Repeat, or separate with commas in the environment. Off by default.",
+        default=[],
+        type=_origin,
+        multiple=True,
+        metavar="ORIGIN",
+    )
+    ssl_cert: Path | None = setting(
+        "PEM certificate (chain): serve the HTTP API over HTTPS.",
+        type=Path,
+        metavar="FILE",
+    )
+    ssl_key: Path | None = setting(
+        "PEM private key of --ssl-cert, unless the certificate file holds it.",
+        type=Path,
+        metavar="FILE",
+    )
+    willow_max_wait: float = setting(
+        "As --wyoming-max-wait, for Willow devices (/api/willow from the end of its audio, /api/tts), which give "
+        "up after 10 s.",
+        default=10.0,
+        type=_positive_float,
+        metavar="SECONDS",
+    )
+    http_max_wait: float = setting(
+        "As --wyoming-max-wait, for the other HTTP requests (OpenAI API, /api/asr) and WebRTC.",
+        default=30.0,
+        type=_positive_float,
+        metavar="SECONDS",
+    )
+    http_read_timeout: float = setting(
+        "HTTP slow clients: the time a client may take to send a request's headers (counted from connecting or "
+        "from the previous answer, so also how long an idle keep-alive connection stays open), and the longest "
+        "silence inside a request body, which is answered 408 and closed. Silence, not the whole body: a Willow "
+        "device streams its audio at the pace it is spoken.",
+        default=30.0,
+        type=_positive_float,
+        metavar="SECONDS",
+    )
+
+    def __post_init__(self) -> None:
+        if bool(self.api_user) != bool(self.api_password):
+            raise ValueError("--api-user and --api-password go together")
+        if self.ssl_key and not self.ssl_cert:
+            raise ValueError("--ssl-key needs --ssl-cert")
+
+
+@dataclass(frozen=True)
+class RtcSettings:
+    """The WebRTC frontend: the ports and ICE servers browsers' audio goes through, and how many may connect."""
+
+    heading: ClassVar[str] = "WebRTC (browsers)"
+
+    rtc_ports: PortRange = setting(
+        "UDP ports browsers' WebRTC audio may use (ICE), LOW-HIGH, or any. A container publishes this range; "
+        "each browser connection takes one port per network address of the server.",
+        default=PortRange(10000, 10049),
+        type=_port_range,
+        metavar="LOW-HIGH",
+    )
+    rtc_public_address: str | None = setting(
+        "Address to name in WebRTC answers instead of the server's own (NAT 1:1), e.g. the Docker host's LAN "
+        "address when a container publishes --rtc-ports with the same numbers: the ports stay, the sockets stay "
+        "bound where they are. IPv4 or IPv6; it replaces the addresses of its own family only. Off by default.",
+        type=_ip_address,
+        metavar="ADDRESS",
+    )
+    rtc_stun: str | None = setting(
+        "STUN server for WebRTC, stun:HOST[:PORT], to learn the server's public address behind NAT. "
+        "Off by default: a server on the LAN needs none.",
+        type=_ice_url(("stun", "stuns")),
+        metavar="URL",
+    )
+    rtc_turn: str | None = setting(
+        "TURN server to relay WebRTC audio through when browsers cannot reach the server directly: "
+        "turn:HOST[:PORT][?transport=udp|tcp] or turns:HOST[:PORT]. Off by default.",
+        type=_ice_url(("turn", "turns")),
+        metavar="URL",
+    )
+    rtc_turn_user: str | None = setting(
+        "User name for --rtc-turn.",
+        metavar="USER",
+    )
+    rtc_turn_password: str | None = setting(
+        "Password for --rtc-turn; better set in the environment.",
+        metavar="PASSWORD",
+    )
+    rtc_max_sessions: int = setting(
+        "Most browser WebRTC connections open at once; more are refused with 429.",
+        default=16,
+        type=_positive_int,
+        metavar="N",
+    )
+    rtc_idle_timeout: float = setting(
+        "Close a browser WebRTC connection after this many seconds without an RTP, RTCP or data channel packet "
+        "from it (an idle page's data channel still sends heartbeats; a vanished one sends nothing).",
+        default=300.0,
+        type=_positive_float,
+        metavar="SECONDS",
+    )
+
+    def __post_init__(self) -> None:
+        if self.rtc_turn and not (self.rtc_turn_user and self.rtc_turn_password):
+            raise ValueError("--rtc-turn needs --rtc-turn-user and --rtc-turn-password")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every setting of the server, in its groups; the composition root hands each group to whoever reads it."""
+
+    heading: ClassVar[str] = "Logging"
+
+    core: CoreSettings = group(CoreSettings)
+    wyoming: WyomingSettings = group(WyomingSettings)
+    http: HttpSettings = group(HttpSettings)
+    rtc: RtcSettings = group(RtcSettings)
+    debug: bool = setting("Log debug messages.", default=False, switch=True)
+
     @classmethod
     def from_args(cls, argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> Settings:
-        parser = build_parser()
-        args = parser.parse_args(argv)
-        environ = os.environ if environ is None else environ
-        values: dict[str, Any] = {}
-        for option in OPTIONS:
-            value = getattr(args, option.dest)
-            if value is None and option.env in environ:
-                try:
-                    value = _from_env(option, environ[option.env])
-                except (ValueError, argparse.ArgumentTypeError) as err:
-                    parser.error(f"{option.env}={environ[option.env]!r}: {err}")
-            if value is None:
-                value = list(option.default) if option.multiple else option.default
-            values[option.dest] = value
-        if bool(values["api_user"]) != bool(values["api_password"]):
-            parser.error("--api-user and --api-password go together")
-        if values["ssl_key"] and not values["ssl_cert"]:
-            parser.error("--ssl-key needs --ssl-cert")
-        if values["rtc_turn"] and not (values["rtc_turn_user"] and values["rtc_turn_password"]):
-            parser.error("--rtc-turn needs --rtc-turn-user and --rtc-turn-password")
-        return cls(**values)
+        return flags.parse(cls, build_parser(), argv, os.environ if environ is None else environ)
 
 
-def _from_env(option: Option, text: str) -> Any:
-    """Parse an environment value the way the flag would be parsed."""
-    text = text.strip()
-    if option.switch:
-        return parse_bool(text)
-    if option.optional_value:
-        # WIS_ZEROCONF=1 (or empty) turns it on with the default name; =0 leaves it off; anything else is the value.
-        if text == "":
-            return ""
-        try:
-            return "" if parse_bool(text) else None
-        except ValueError:
-            return text
-    if option.multiple:
-        values = [option.type(part.strip()) for part in text.split(",") if part.strip()]
-        if not values:
-            raise ValueError("expected at least one value")
-        return values
-    return option.type(text)
+OPTIONS = flags.options(Settings)  # every setting, in --help's order
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = flags.argument_parser(
+        OPTIONS,
         prog="wyoming-wis",
         description=(
             "Local speech server: Whisper speech-to-text and Piper (optionally XTTS) text-to-speech over the "
@@ -706,27 +624,5 @@ def build_parser() -> argparse.ArgumentParser:
             f"environment variable {ENV_PREFIX}<FLAG> (e.g. {ENV_PREFIX}BEAM_SIZE=1)."
         ),
     )
-    for option in OPTIONS:
-        default = option.default
-        if option.multiple and default:
-            default = ", ".join(str(item) for item in default)
-        shown_default = "" if default is None or default is False or default == [] else f" Default: {default}."
-        kwargs: dict[str, Any] = {
-            "dest": option.dest,
-            "default": None,
-            "help": f"{option.help}{shown_default} [env {option.env}]",
-        }
-        if option.switch:
-            kwargs["action"] = "store_const"
-            kwargs["const"] = True
-        else:
-            kwargs["type"] = option.type
-            kwargs["metavar"] = option.metavar
-            if option.multiple:
-                kwargs["action"] = "append"
-            if option.optional_value:
-                kwargs["nargs"] = "?"
-                kwargs["const"] = ""
-        parser.add_argument(option.flag, **kwargs)
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     return parser

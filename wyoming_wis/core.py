@@ -26,7 +26,7 @@ from .asr.engine import MAX_PROMPT_CHARS, WHISPER_LANGUAGES
 from .asr.session import OnText
 from .budget import MemoryBudget
 from .catalog import Catalog, Found
-from .config import Settings
+from .config import CoreSettings
 from .errors import BadRequest, StartupError, UnknownModel, UnknownVoice
 from .requests import MAX_BEAM_SIZE, TASKS, AsrRequest, Frontend, SpeechRequest
 from .runtime import Runtime
@@ -72,7 +72,7 @@ class Decoding:
 class Core:
     def __init__(
         self,
-        settings: Settings,
+        settings: CoreSettings,
         runtime: Runtime,
         asr: list[WhisperEngine],
         voices: list[PiperEngine],
@@ -92,49 +92,49 @@ class Core:
         self.speech_cache = (
             SpeechCache(
                 settings.data_dir[0] / "cache" / "speech",
-                int(settings.speech_cache_mb * 1024 * 1024),
-                settings.speech_cache_days * 86400,
+                int(settings.tts.speech_cache_mb * 1024 * 1024),
+                settings.tts.speech_cache_days * 86400,
             )
-            if settings.speech_cache_mb
+            if settings.tts.speech_cache_mb
             else None
         )
 
     @classmethod
-    def load(cls, settings: Settings) -> Core:
+    def load(cls, settings: CoreSettings) -> Core:
         """Find, load and warm up every configured model; blocking, and may take seconds."""
         started = time.monotonic()
-        xtts_class = _xtts_class() if settings.xtts_model else None  # before anything slow: fail fast
+        xtts_class = _xtts_class() if settings.tts.xtts_model else None  # before anything slow: fail fast
         catalog = Catalog(settings.data_dir, settings.allow_download)
         runtime = Runtime.from_settings(settings)
-        language = None if settings.language.lower() == "auto" else settings.language
+        language = None if settings.asr.language.lower() == "auto" else settings.asr.language
         asr = [
             WhisperEngine(
                 catalog.asr_model(name),
                 runtime,
-                workers=settings.asr_workers,
+                workers=settings.asr.asr_workers,
                 queue_size=settings.queue_size,
-                beam_size=settings.beam_size,
-                max_batch=settings.max_batch,
+                beam_size=settings.asr.beam_size,
+                max_batch=settings.asr.max_batch,
                 default_language=language,
-                task=settings.task,
-                bias=Bias(settings.initial_prompt, tuple(settings.hotwords)),
+                task=settings.asr.task,
+                bias=Bias(settings.asr.initial_prompt, tuple(settings.asr.hotwords)),
             )
-            for name in dict.fromkeys(settings.asr_model)
+            for name in dict.fromkeys(settings.asr.asr_model)
         ]
-        voices = [_piper(catalog.voice(name), runtime, settings) for name in dict.fromkeys(settings.voice)]
+        voices = [_piper(catalog.voice(name), runtime, settings) for name in dict.fromkeys(settings.tts.voice)]
         xtts = []
-        if xtts_class is not None and settings.xtts_model:
-            found = catalog.xtts_model(settings.xtts_model)
+        if xtts_class is not None and settings.tts.xtts_model:
+            found = catalog.xtts_model(settings.tts.xtts_model)
             if not VOICE_NAME.match(found.name):
                 raise StartupError(f"XTTS model {found.path}: {found.name!r} is not usable as a voice name")
             xtts.append(
                 xtts_class(
                     found,
                     runtime,
-                    workers=settings.tts_workers,
+                    workers=settings.tts.tts_workers,
                     queue_size=settings.queue_size,
                     voices_dir=catalog.writable_dir / XTTS_VOICES / found.name,
-                    params=SpeechParams(settings.speed, sentence_silence=settings.sentence_silence),
+                    params=SpeechParams(settings.tts.speed, sentence_silence=settings.tts.sentence_silence),
                 )
             )
         _unique_names(asr)
@@ -190,12 +190,12 @@ class Core:
             frontend=frontend,
             max_seconds=self.settings.max_audio_seconds,
             hold=self.budget.hold(),
-            on_text=on_text if self.settings.partial_results else None,
+            on_text=on_text if self.settings.asr.partial_results else None,
         )
 
     async def unload_idle_models(self) -> None:
         """Run until cancelled: free Whisper models idle for `--unload-after` seconds."""
-        idle = self.settings.unload_after
+        idle = self.settings.asr.unload_after
         while True:
             await asyncio.sleep(min(idle / 2, 10.0))
             for engine in self.asr.values():
@@ -316,7 +316,7 @@ class Core:
                 _voice_entry(voice, resident.get((voice.engine, voice.model.name))) for voice in self.voices.voices
             ),
             openai_voices=MappingProxyType(self.voices.openai_names),
-            partial_results=self.settings.partial_results,
+            partial_results=self.settings.asr.partial_results,
             budget_used=self.budget.used,
             budget_limit=self.budget.limit,
         )
@@ -351,9 +351,10 @@ def _voice_entry(voice: Voice, model: Entry | None) -> Entry:
     )
 
 
-def _piper(found: Found, runtime: Runtime, settings: Settings) -> PiperEngine:
-    params = SpeechParams(settings.speed, settings.noise_scale, settings.noise_w, settings.sentence_silence)
-    return PiperEngine(found, runtime, workers=settings.tts_workers, queue_size=settings.queue_size, params=params)
+def _piper(found: Found, runtime: Runtime, settings: CoreSettings) -> PiperEngine:
+    tts = settings.tts
+    params = SpeechParams(tts.speed, tts.noise_scale, tts.noise_w, tts.sentence_silence)
+    return PiperEngine(found, runtime, workers=tts.tts_workers, queue_size=settings.queue_size, params=params)
 
 
 def _xtts_class() -> type[XttsEngine]:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import ctranslate2
 
-from .config import Settings
+from .config import CoreSettings
 
 
 @dataclass(frozen=True)
@@ -17,7 +17,7 @@ class Runtime:
     cpu_threads: int
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> Runtime:
+    def from_settings(cls, settings: CoreSettings) -> Runtime:
         device, _, index = settings.device.partition(":")
         if device == "auto":
             device = "cuda" if ctranslate2.get_cuda_device_count() > 0 else "cpu"

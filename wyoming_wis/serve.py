@@ -29,15 +29,14 @@ async def serve(settings: Settings) -> None:
     """Load models, open every URI, announce, and run until SIGINT/SIGTERM."""
     _LOGGER.info("wyoming-wis %s starting", __version__)
     # HTTP opens first and answers 503 while the models load; Wyoming ports open once they are loaded.
-    http = None if settings.no_http else http_app(settings)
+    http = None if settings.http.no_http else http_app(settings)
+    host, port = settings.http.http_host, settings.http.http_port
     try:
-        runner = None if http is None else await http_api.start(http, settings.http_host, settings.http_port)
+        runner = None if http is None else await http_api.start(http, host, port)
     except OSError as err:  # most often a second server on the same port
-        raise _cannot_listen(
-            f"http://{settings.http_host}:{settings.http_port}", err, "--http-port, --no-http"
-        ) from err
+        raise _cannot_listen(f"http://{host}:{port}", err, "--http-port, --no-http") from err
     try:
-        core = await asyncio.to_thread(Core.load, settings)
+        core = await asyncio.to_thread(Core.load, settings.core)  # the core gets its own settings, no frontend's
     except BaseException:
         if runner is not None:
             await runner.cleanup()
@@ -45,7 +44,7 @@ async def serve(settings: Settings) -> None:
     metrics.watch(core)
     if http is not None:
         http_api.loaded(http, core)
-    handler_factory = partial(WyomingHandler, core=core)
+    handler_factory = partial(WyomingHandler, core=core, settings=settings.wyoming)
 
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -53,14 +52,15 @@ async def serve(settings: Settings) -> None:
         loop.add_signal_handler(signum, stopping.set)
 
     # The announced name is settled before any port opens, so it is on disk once the server says it listens.
-    name = None if settings.zeroconf is None else settings.zeroconf or stable_name(settings.data_dir[0])
-    servers = [server_for(uri, settings) for uri in settings.uri]
+    wyoming = settings.wyoming
+    name = None if wyoming.zeroconf is None else wyoming.zeroconf or stable_name(settings.core.data_dir[0])
+    servers = [server_for(uri, wyoming) for uri in wyoming.uri]
     waiters: list[asyncio.Task[Any]] = [asyncio.create_task(stopping.wait())]
-    if settings.unload_after:
+    if settings.core.asr.unload_after:
         waiters.append(asyncio.create_task(core.unload_idle_models()))
     if (trim := memory.trimmer()) is not None:
         waiters.append(asyncio.create_task(memory.trim_forever(trim)))
-    for server, uri in zip(servers, settings.uri, strict=True):
+    for server, uri in zip(servers, wyoming.uri, strict=True):
         if isinstance(server, AsyncStdioServer):
             waiters.append(asyncio.create_task(server.run(handler_factory)))  # ends at end of input
         else:
@@ -79,7 +79,7 @@ async def serve(settings: Settings) -> None:
     announcement = None
     tcp = next((s for s in servers if isinstance(s, AsyncTcpServer)), None)
     if name is not None and tcp is not None:
-        announcement = Announcement(name, announce_address(tcp.host, settings.zeroconf_host), tcp.port)
+        announcement = Announcement(name, announce_address(tcp.host, wyoming.zeroconf_host), tcp.port)
         await announcement.start()
     elif name is not None:
         _LOGGER.warning("--zeroconf needs a tcp:// URI to announce; not announcing")
@@ -101,9 +101,14 @@ async def serve(settings: Settings) -> None:
 
 def http_app(settings: Settings) -> web.Application:
     """The HTTP API with the WebRTC signalling mounted on it: one application, so that the API's key, CORS and
-    TLS cover the signalling too."""
-    app = http_api.make_app(settings)
-    rtc.setup(app, settings)  # browsers: POST /api/rtc/asr, then WebRTC
+    TLS cover the signalling too. Each gets its own settings, and what it shares with another group, by name."""
+    app = http_api.make_app(
+        settings.http,
+        send_timeout=settings.wyoming.send_timeout,
+        max_text_chars=settings.core.max_text_chars,
+        data_dir=settings.core.data_dir[0],
+    )
+    rtc.setup(app, settings.rtc, max_wait=settings.http.http_max_wait)  # browsers: POST /api/rtc/asr, then WebRTC
     return app
 
 
@@ -114,16 +119,17 @@ def _cannot_listen(where: str, err: OSError, flag: str) -> StartupError:
 def _log_how_to_connect(settings: Settings, tcp: AsyncTcpServer | None) -> None:
     """Say, with real addresses, what to type into Home Assistant and into HTTP clients."""
     if tcp is not None:
-        host = announce_address(tcp.host, settings.zeroconf_host)
+        host = announce_address(tcp.host, settings.wyoming.zeroconf_host)
         _LOGGER.info(
             "Add to Home Assistant: Settings > Devices & services > Add integration > Wyoming Protocol, "
             "host %s, port %s",
             host,
             tcp.port,
         )
-    if not settings.no_http:
-        scheme = "https" if settings.ssl_cert else "http"
-        base = f"{scheme}://{announce_address(settings.http_host, settings.zeroconf_host)}:{settings.http_port}"
+    http = settings.http
+    if not http.no_http:
+        scheme = "https" if http.ssl_cert else "http"
+        base = f"{scheme}://{announce_address(http.http_host, settings.wyoming.zeroconf_host)}:{http.http_port}"
         _LOGGER.info(
             "OpenAI clients: base URL %s/v1; Willow devices: %s/api/willow; API docs: %s/api/docs", *[base] * 3
         )

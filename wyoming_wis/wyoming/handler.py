@@ -28,6 +28,7 @@ from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, Synthesize
 from .. import metrics
 from ..audio import AudioFormat, chunks
 from ..budget import client
+from ..config import WyomingSettings
 from ..core import AsrSession, Core, SpeechStream
 from ..errors import BadRequest, Busy, ShuttingDown, Timeout, UnknownProgram, WisError
 from ..requests import AsrRequest, SpeechRequest
@@ -46,9 +47,13 @@ EVICT_SECONDS = 1.0  # to tell an evicted idle connection why, before its slot g
 
 
 class WyomingHandler(AsyncEventHandler):
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, core: Core) -> None:
+    def __init__(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, core: Core, settings: WyomingSettings
+    ) -> None:
         super().__init__(reader, writer)
         self.core = core
+        self.settings = settings
+        self._streams_transcripts = core.served().partial_results  # transcript-start/chunk/stop around the text
         self.peer = _peer(writer)
         self.host = host_of(writer)  # connection slots are shared fairly by address
         self.last_event = time.monotonic()
@@ -79,7 +84,7 @@ class WyomingHandler(AsyncEventHandler):
         self.reader.feed_eof()
 
     async def run(self) -> None:
-        settings = self.core.settings
+        settings = self.settings
         limits = EventLimits(settings.max_event_data_bytes, settings.max_event_payload_bytes, settings.event_timeout)
         try:
             while True:
@@ -128,7 +133,7 @@ class WyomingHandler(AsyncEventHandler):
             except (KeyError, TypeError, ValueError, AttributeError) as err:
                 raise BadRequest(f"Malformed {event.type} event: {err!r}") from err
             # also for the tasks a request starts
-            with patience(self.core.settings.wyoming_max_wait), client(self.host):
+            with patience(self.settings.wyoming_max_wait), client(self.host):
                 await method(self, message)
         except WisError as err:
             self._request(_KINDS[event_class]).failed(err)
@@ -237,10 +242,6 @@ class WyomingHandler(AsyncEventHandler):
         self._request("transcribe")  # in progress from its first event
         request = request or AsrRequest(model=self.asr_model)
         return self.core.open_asr(request, frontend="wyoming", on_text=self._send_transcript_chunk)
-
-    @property
-    def _streams_transcripts(self) -> bool:
-        return self.core.settings.partial_results
 
     async def _start_transcript(self, language: str | None) -> None:
         if self._streams_transcripts and not self._transcript_started:
@@ -357,7 +358,7 @@ class WyomingHandler(AsyncEventHandler):
         """Send an event, if the client takes it within --send-timeout; one that stops reading is cut off."""
         if self._hung_up:  # once hung up, the error was the answer
             return
-        seconds = self.core.settings.send_timeout
+        seconds = self.settings.send_timeout
         try:
             async with asyncio.timeout(seconds):
                 await super().write_event(event)

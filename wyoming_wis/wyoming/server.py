@@ -22,7 +22,7 @@ from wyoming.error import Error
 from wyoming.event import async_write_event
 from wyoming.server import AsyncEventHandler, AsyncServer, AsyncTcpServer, AsyncUnixServer, HandlerFactory
 
-from ..config import Settings
+from ..config import WyomingSettings
 from ..errors import Busy
 from ..memory import cap_send_buffer
 from .handler import WyomingHandler, host_of
@@ -112,7 +112,7 @@ class UnixServer(_Limits, AsyncUnixServer):
         self.socket_path.unlink(missing_ok=True)
 
 
-def server_for(uri: str, settings: Settings) -> AsyncServer:
+def server_for(uri: str, settings: WyomingSettings) -> AsyncServer:
     """The listener for a --uri, with the configured limits (stdio:// is one trusted pipe and has none)."""
     parsed = urlparse(uri)
     if parsed.scheme == "tcp" and parsed.hostname is not None and parsed.port is not None:
