@@ -6,6 +6,10 @@ the script that keeps the API key and shows the server's errors, and `/rtc` is o
 that calls `POST /api/rtc/asr` and the OpenAI routes, as any other web client would. The
 `rtc` package stays the WebRTC backend alone.
 
+Both pages share one header (`static/header.html`: the name, the links between pages, the API key
+form), put in place of their `<!-- header -->` line when the module loads, with the page's own link
+marked; each page is then served from memory, with an ETag so that a browser revalidates it cheaply.
+
 The pages hold no data, so they are open without credentials like /api/docs (see
 `security.OPEN_RESOURCES`): a browser cannot send a key when it opens a page; the page
 asks the user for the key and sends it on every request it makes. Every file comes from
@@ -15,6 +19,7 @@ load nothing from anywhere else.
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 from aiohttp import web
@@ -24,7 +29,10 @@ from .errors import ApiError
 routes = web.RouteTableDef()
 STATIC = Path(__file__).with_name("static")
 PAGES = {"/": "index.html", "/rtc": "rtc.html"}
-ASSETS = frozenset(path.name for path in STATIC.iterdir() if path.is_file() and path.name not in PAGES.values())
+HEADER = "header.html"  # a part of every page, not a file of its own
+ASSETS = frozenset(
+    path.name for path in STATIC.iterdir() if path.is_file() and path.name not in {*PAGES.values(), HEADER}
+)
 # The pages' own origin only. media-src blob: plays synthesised speech fetched by the page;
 # WebRTC's media is not governed by CSP, and its signalling is a fetch to this server.
 POLICY = {
@@ -64,6 +72,31 @@ MEDIA_TYPES = {
 }
 
 
+def _page(path: str) -> tuple[bytes, str]:
+    """The page at `path` with the shared header in place, its own link marked; and its ETag."""
+    header, page = (STATIC / HEADER).read_text(), (STATIC / PAGES[path]).read_text()
+    own = f'<a href="{"./" if path == "/" else path.lstrip("/")}">'
+    if own not in header or "  <!-- header -->\n" not in page:
+        raise RuntimeError(f"{PAGES[path]} or {HEADER} lacks its part: the package is damaged")
+    header = header.replace(own, own[:-1] + ' aria-current="page">', 1)
+    body = page.replace("  <!-- header -->\n", header, 1).encode()
+    return body, hashlib.sha256(body).hexdigest()[:32]
+
+
+_PAGES = {path: _page(path) for path in PAGES}
+
+
+def _serve_page(request: web.Request, path: str) -> web.Response:
+    body, etag = _PAGES[path]
+    headers = {**HEADERS, "Content-Type": MEDIA_TYPES[".html"]}
+    if any(tag.value == etag for tag in request.if_none_match or ()):
+        response = web.Response(status=304, headers=headers)
+    else:
+        response = web.Response(body=body, headers=headers)
+    response.etag = etag
+    return response
+
+
 def _file(name: str) -> web.FileResponse:
     path = STATIC / name
     media_type = MEDIA_TYPES.get(path.suffix, "application/octet-stream")
@@ -71,13 +104,13 @@ def _file(name: str) -> web.FileResponse:
 
 
 @routes.get("/")
-async def console(_: web.Request) -> web.FileResponse:
-    return _file(PAGES["/"])
+async def console(request: web.Request) -> web.Response:
+    return _serve_page(request, "/")
 
 
 @routes.get("/rtc")
-async def rtc(_: web.Request) -> web.FileResponse:
-    return _file(PAGES["/rtc"])
+async def rtc(request: web.Request) -> web.Response:
+    return _serve_page(request, "/rtc")
 
 
 @routes.get("/static/{asset}")

@@ -10,6 +10,7 @@ tier checks the same routes on real servers with real models.
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -227,3 +228,20 @@ def test_the_http_api_alone_has_no_signalling() -> None:
     paths = {resource.canonical for resource in alone.router.resources()}
     mounted = {resource.canonical for resource in http_app(settings).router.resources()}
     assert mounted - paths == {"/api/rtc/asr"}
+
+
+@pytest.mark.parametrize(("path", "own"), [("/", "./"), ("/rtc", "rtc")])
+async def test_a_page_has_the_shared_header_and_is_revalidated(
+    loading: test_utils.TestClient, path: str, own: str
+) -> None:
+    """Each page is served whole, its own link marked, open while models load; the same ETag again is a 304."""
+    page = await loading.get(path)
+    text = await page.text()
+    assert page.status == 200 and page.headers["Content-Type"].startswith("text/html"), text
+    assert "<!-- header -->" not in text and text.count("<header>") == 1 and 'id="key-form"' in text
+    assert re.findall(r'<a href="([^"]*)" aria-current="page">', text) == [own]
+    again = await loading.get(path, headers={"If-None-Match": page.headers["ETag"]})
+    assert again.status == 304 and again.headers["ETag"] == page.headers["ETag"]
+    assert "default-src 'self'" in again.headers["Content-Security-Policy"]
+    assert (await loading.get(path, headers={"If-None-Match": '"stale"'})).status == 200
+    assert (await loading.get("/static/header.html")).status == 404  # a part of the pages, not a file to fetch

@@ -57,6 +57,12 @@ ProcessCollector(registry=REGISTRY)
 PlatformCollector(registry=REGISTRY)
 GCCollector(registry=REGISTRY)
 
+
+def _latency(name: str, documentation: str, labels: list[str]) -> Histogram:
+    """Seconds someone waits, in LATENCY_BUCKETS."""
+    return Histogram(name, documentation, labels, buckets=LATENCY_BUCKETS, registry=REGISTRY)
+
+
 BUILD_INFO = Gauge("wis_build_info", "The server's version; always 1", ["version"], registry=REGISTRY)
 BUILD_INFO.labels(__version__).set(1)
 
@@ -73,19 +79,15 @@ IN_PROGRESS = Gauge(
     ["frontend", "route"],
     registry=REGISTRY,
 )
-QUEUE_WAIT = Histogram(
+QUEUE_WAIT = _latency(
     "wis_queue_wait_seconds",
     "Time a model call waited in its engine's queue before a worker took it",
     ["engine", "model"],
-    buckets=LATENCY_BUCKETS,
-    registry=REGISTRY,
 )
-INFERENCE = Histogram(
+INFERENCE = _latency(
     "wis_inference_seconds",
     "Time a model call ran in a worker thread (a Whisper batch, a Piper or XTTS step)",
     ["engine", "model"],
-    buckets=LATENCY_BUCKETS,
-    registry=REGISTRY,
 )
 REJECTED = Counter(
     "wis_busy_rejections_total",
@@ -93,19 +95,15 @@ REJECTED = Counter(
     ["engine", "model"],
     registry=REGISTRY,
 )
-AFTER_AUDIO = Histogram(
+AFTER_AUDIO = _latency(
     "wis_asr_after_end_of_audio_seconds",
     "Time from the end of the client's audio (Wyoming audio-stop, end of the HTTP body) to the transcript",
     ["frontend", "model"],
-    buckets=LATENCY_BUCKETS,
-    registry=REGISTRY,
 )
-FIRST_AUDIO = Histogram(
+FIRST_AUDIO = _latency(
     "wis_tts_time_to_first_audio_seconds",
     "Time from a speech request (for streamed text: its first text) to the first audio sent",
     ["frontend", "model"],
-    buckets=LATENCY_BUCKETS,
-    registry=REGISTRY,
 )
 ASR_SECONDS = Counter(
     "wis_asr_audio_seconds_total",
