@@ -5,11 +5,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
 from aiohttp import web
-from wyoming.server import AsyncStdioServer, AsyncTcpServer
+from wyoming.server import AsyncServer, AsyncStdioServer, AsyncTcpServer
 
 import http_api
 import rtc
@@ -60,29 +61,18 @@ async def serve(settings: Settings) -> None:
         waiters.append(asyncio.create_task(core.unload_idle_models()))
     if (trim := memory.trimmer()) is not None:
         waiters.append(asyncio.create_task(memory.trim_forever(trim)))
-    for server, uri in zip(servers, wyoming.uri, strict=True):
-        if isinstance(server, AsyncStdioServer):
-            waiters.append(asyncio.create_task(server.run(handler_factory)))  # ends at end of input
-        else:
-            try:
-                await server.start(handler_factory)
-            except OSError as err:  # most often a second server on the same port
-                for waiter in waiters:
-                    waiter.cancel()
-                await asyncio.gather(*(started.stop() for started in servers), return_exceptions=True)
-                if runner is not None:
-                    await runner.cleanup()
-                core.close()
-                raise _cannot_listen(uri, err, "--uri") from err
-        _LOGGER.info("Wyoming server listening on %s", uri)
+    try:
+        waiters += await _listen(servers, wyoming.uri, handler_factory)
+    except StartupError:
+        for waiter in waiters:
+            waiter.cancel()
+        if runner is not None:
+            await runner.cleanup()
+        core.close()
+        raise
 
-    announcement = None
     tcp = next((s for s in servers if isinstance(s, AsyncTcpServer)), None)
-    if name is not None and tcp is not None:
-        announcement = Announcement(name, announce_address(tcp.host, wyoming.zeroconf_host), tcp.port)
-        await announcement.start()
-    elif name is not None:
-        _LOGGER.warning("--zeroconf needs a tcp:// URI to announce; not announcing")
+    announcement = None if name is None else await _announce(name, tcp, wyoming.zeroconf_host)
     _log_how_to_connect(settings, tcp)
 
     try:
@@ -110,6 +100,37 @@ def http_app(settings: Settings) -> web.Application:
     )
     rtc.setup(app, settings.rtc, max_wait=settings.http.http_max_wait)  # browsers: POST /api/rtc/asr, then WebRTC
     return app
+
+
+async def _listen(
+    servers: list[AsyncServer], uris: list[str], handler_factory: Callable[..., WyomingHandler]
+) -> list[asyncio.Task[Any]]:
+    """Open every Wyoming server; a stdio one runs as a task, which ends at the end of its input. If one cannot
+    listen, those already open are closed again before the StartupError."""
+    tasks: list[asyncio.Task[Any]] = []
+    for server, uri in zip(servers, uris, strict=True):
+        if isinstance(server, AsyncStdioServer):
+            tasks.append(asyncio.create_task(server.run(handler_factory)))
+        else:
+            try:
+                await server.start(handler_factory)
+            except OSError as err:  # most often a second server on the same port
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*(started.stop() for started in servers), return_exceptions=True)
+                raise _cannot_listen(uri, err, "--uri") from err
+        _LOGGER.info("Wyoming server listening on %s", uri)
+    return tasks
+
+
+async def _announce(name: str, tcp: AsyncTcpServer | None, host: str | None) -> Announcement | None:
+    """Announce the first TCP server to Home Assistant over zeroconf (--zeroconf)."""
+    if tcp is None:
+        _LOGGER.warning("--zeroconf needs a tcp:// URI to announce; not announcing")
+        return None
+    announcement = Announcement(name, announce_address(tcp.host, host), tcp.port)
+    await announcement.start()
+    return announcement
 
 
 def _cannot_listen(where: str, err: OSError, flag: str) -> StartupError:
