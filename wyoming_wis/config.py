@@ -21,6 +21,7 @@ from urllib.parse import urlparse
 
 from . import __version__, flags
 from .flags import ENV_PREFIX, group, setting
+from .requests import TASKS
 from .values import MAX_NOISE, MAX_SENTENCE_SILENCE, MAX_SPEED, MIN_SPEED, parse_bool
 
 DEFAULT_XTTS = "xtts-v2"
@@ -48,8 +49,8 @@ def _device(text: str) -> str:
 
 
 def _task(text: str) -> str:
-    if text not in ("transcribe", "translate"):
-        raise argparse.ArgumentTypeError(f"expected transcribe or translate, got {text!r}")
+    if text not in TASKS:
+        raise argparse.ArgumentTypeError(f"expected {' or '.join(TASKS)}, got {text!r}")
     return text
 
 
