@@ -143,9 +143,13 @@ ATTACKS: dict[str, Callable[[int], str]] = {
 
 
 def seconds(work: Callable[[], object]) -> float:
-    """The fastest of three runs, the least disturbed by other work on the machine (one, if it is slow anyway)."""
+    """The fastest of several runs, the least disturbed by other work on the machine.
+
+    At least five runs and 0.3 s of them, so that work of a few milliseconds is not judged on three runs a busy
+    machine may all have interrupted; at most 1 s of runs (one, if it is slow anyway).
+    """
     times: list[float] = []
-    while len(times) < 3 and sum(times) < 1:
+    while sum(times) < 1 and (len(times) < 5 or sum(times) < 0.3):
         start = time.perf_counter()
         work()
         times.append(time.perf_counter() - start)
