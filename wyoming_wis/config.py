@@ -21,7 +21,7 @@ from urllib.parse import urlparse
 
 from . import __version__, flags
 from .flags import ENV_PREFIX, group, setting
-from .requests import TASKS
+from .requests import SENSITIVITIES, TASKS
 from .values import MAX_NOISE, MAX_SENTENCE_SILENCE, MAX_SPEED, MIN_SPEED, parse_bool
 
 DEFAULT_XTTS = "xtts-v2"
@@ -48,10 +48,14 @@ def _device(text: str) -> str:
     return text
 
 
-def _task(text: str) -> str:
-    if text not in TASKS:
-        raise argparse.ArgumentTypeError(f"expected {' or '.join(TASKS)}, got {text!r}")
-    return text
+def _one_of(choices: tuple[str, ...]) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        if text not in choices:
+            raise argparse.ArgumentTypeError(f"expected {', '.join(choices[:-1])} or {choices[-1]}, got {text!r}")
+        return text
+
+    parse.__name__ = "choice"  # argparse names the type in its messages
+    return parse
 
 
 def _between(low: float, high: float = math.inf) -> Callable[[str], float]:
@@ -173,7 +177,7 @@ class AsrSettings:
     task: str = setting(
         "What Whisper does with speech: transcribe it, or translate it to English.",
         default="transcribe",
-        type=_task,
+        type=_one_of(TASKS),
         metavar="TASK",
     )
     initial_prompt: str | None = setting(
@@ -212,6 +216,20 @@ class AsrSettings:
         default=2,
         type=_positive_int,
         metavar="N",
+    )
+    max_turn_seconds: float = setting(
+        "Where the server ends the speaker's turn (Wyoming without --external-vad): the most speech one turn holds, "
+        "counted from its first word, as Home Assistant's own VAD caps a command at 15 s.",
+        default=15.0,
+        type=_positive_float,
+        metavar="SECONDS",
+    )
+    no_speech_seconds: float = setting(
+        "Where the server ends the speaker's turn: end it with an empty transcript when no speech starts within "
+        "this many seconds.",
+        default=5.0,
+        type=_positive_float,
+        metavar="SECONDS",
     )
 
 
@@ -383,6 +401,21 @@ class WyomingSettings:
     zeroconf_host: str | None = setting(
         "Address to announce over zeroconf (default: the address of the interface that reaches the LAN).",
         metavar="HOST",
+    )
+    external_vad: bool = setting(
+        "Leave the end of each command to the client's VAD (Home Assistant's waits 0.7 s of silence), as Wyoming "
+        "servers did before: advertise requires_external_vad and answer at audio-stop. By default the server ends "
+        "the turn itself, on the silence and on what was said, and answers before audio-stop (Home Assistant "
+        "2026.5+ then drops its own VAD).",
+        default=False,
+        switch=True,
+    )
+    vad_sensitivity: str = setting(
+        f"How soon the server ends a turn when the transcribe event names no vad_sensitivity: "
+        f"{', '.join(SENSITIVITIES)} (Home Assistant's names).",
+        default=SENSITIVITIES[0],
+        type=_one_of(SENSITIVITIES),
+        metavar="LEVEL",
     )
     wyoming_max_wait: float = setting(
         "Longest a Wyoming client waits for its answer, from its audio-stop or synthesize: with a queue ahead, a "

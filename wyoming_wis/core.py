@@ -23,12 +23,13 @@ from typing import TYPE_CHECKING, Any
 from .asr import AsrSession, Bias, Transcript, WhisperEngine
 from .asr.decoder import Options
 from .asr.engine import MAX_PROMPT_CHARS, WHISPER_LANGUAGES
-from .asr.session import OnText
+from .asr.session import OnText, TurnModel
+from .asr.turn import TurnEnd, TurnLimits
 from .budget import MemoryBudget
 from .catalog import Catalog, Found
 from .config import CoreSettings
 from .errors import BadRequest, StartupError, UnknownModel, UnknownVoice
-from .requests import MAX_BEAM_SIZE, TASKS, AsrRequest, Frontend, SpeechRequest
+from .requests import MAX_BEAM_SIZE, SENSITIVITIES, TASKS, AsrRequest, Frontend, SpeechRequest
 from .runtime import Runtime
 from .served import Entry, Served
 from .tts import Piece, PiperEngine, SpeechCache, SpeechParams, SpeechStream
@@ -54,6 +55,7 @@ __all__ = [
     "Piece",
     "SpeechStream",
     "Transcript",
+    "TurnEnd",
 ]
 
 _LOGGER = logging.getLogger(__name__)
@@ -82,6 +84,7 @@ class Core:
         self.settings = settings
         self.runtime = runtime
         self.asr = {engine.name: engine for engine in asr}
+        self.turn_model: TurnModel | None = None  # Smart Turn, when it is found; without it words and silence decide
         self.default_asr = asr[0]
         self.voices = registry
         self._piper = {engine.found.path: engine for engine in voices}  # loaded Piper models, by file
@@ -175,22 +178,29 @@ class Core:
             raise BadRequest(f"beam_size must be 1 to {MAX_BEAM_SIZE}; got {request.beam_size}")
         if request.task is not None and request.task not in TASKS:
             raise BadRequest(f"task must be one of {', '.join(TASKS)}; got {request.task!r}")
+        if request.end_of_turn is not None and request.end_of_turn not in SENSITIVITIES:
+            raise BadRequest(f"vad_sensitivity must be one of {', '.join(SENSITIVITIES)}; got {request.end_of_turn!r}")
         return Decoding(engine.name, engine.options(request))
 
     def open_asr(self, request: AsrRequest, *, frontend: Frontend, on_text: OnText | None = None) -> AsrSession:
         """A session for one request; use it as an async context manager, or `close` it once the request ends.
 
         `on_text` gets partial text as it is recognised (if --partial-results). The session's `finish` counts
-        the transcript in the metrics, for `frontend`.
+        the transcript in the metrics, for `frontend`. With `request.end_of_turn`, `session.turn_end()` returns
+        once the server judges the speaker done.
         """
         decoding = self.resolve(request)
+        asr = self.settings.asr
         return AsrSession(
             self.asr[decoding.model],
             decoding.options,
             frontend=frontend,
             max_seconds=self.settings.max_audio_seconds,
             hold=self.budget.hold(),
-            on_text=on_text if self.settings.asr.partial_results else None,
+            on_text=on_text if asr.partial_results else None,
+            end_of_turn=request.end_of_turn,
+            limits=TurnLimits(max_speech=asr.max_turn_seconds, no_speech=asr.no_speech_seconds),
+            turn_model=self.turn_model,
         )
 
     async def unload_idle_models(self) -> None:

@@ -15,6 +15,8 @@ from typing import Literal
 
 MAX_BEAM_SIZE = 10  # wider searches cost much and rarely change a voice command
 TASKS = ("transcribe", "translate")  # what Whisper does with speech; translate: to English
+# How soon the server ends a speaker's turn, in Home Assistant's names (`vad_sensitivity`); the first is the default.
+SENSITIVITIES = ("default", "relaxed", "aggressive")
 
 # Who asked, as metrics label it.
 Frontend = Literal["wyoming", "http", "webrtc"]
@@ -34,6 +36,7 @@ class AsrRequest:
     temperature: float = 0.0  # above 0: sample at this temperature
     beam_size: int | None = None  # 1 to MAX_BEAM_SIZE
     detect_language: bool = False  # detect even where --language names one (unless `language` is given)
+    end_of_turn: str | None = None  # one of SENSITIVITIES: the server ends the turn; None: the client's audio end does
 
 
 @dataclass(frozen=True, kw_only=True)

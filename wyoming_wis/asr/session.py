@@ -15,6 +15,11 @@ Pieces of long audio already decoded are kept, so at the end only what
 changed is decoded. Audio that arrives much faster than real time (a file)
 is not a speaker: it is decoded once, at the end.
 
+A request may leave the end of the turn to the server (`end_of_turn`): then at
+each short pause the session judges whether the speaker is done (`turn.py`),
+and `turn_end()` returns as soon as they are; audio after that end is not part
+of the turn.
+
 Every frontend goes through the same lifecycle: open a session (`Core.open_asr`),
 feed it, `finish` it (which counts the transcript in the metrics), and `close`
 it whatever happened, most simply by using it as an async context manager.
@@ -28,6 +33,7 @@ import dataclasses
 import logging
 import re
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import TYPE_CHECKING
@@ -38,6 +44,7 @@ from .. import metrics
 from ..audio import WHISPER_RATE, AudioFormat, PcmConverter
 from ..budget import Hold
 from ..errors import AudioTooLong, WisError
+from .turn import PATIENCE, Reason, TurnEnd, TurnLimits, sounds_complete
 from .vad import PAD, Piece, SpeechDetector
 
 if TYPE_CHECKING:
@@ -46,13 +53,15 @@ if TYPE_CHECKING:
 
 _LOGGER = logging.getLogger(__name__)
 
-VAD_STEP = int(0.1 * WHISPER_RATE)  # score new audio in steps of this many samples
+VAD_STEP = int(0.064 * WHISPER_RATE)  # score new audio in steps of this many samples (two of the VAD's windows)
 MIN_INTERVAL = 1.0  # seconds of audio between partial decodes, at the least
 QUIET = int(0.1 * WHISPER_RATE)  # silence after which no draft starts: the speaker may be done
 LIVE_RATE = 1.5  # audio arriving faster than this times real time is a file
 _LIVE_SLACK = 1.0  # seconds of audio a live client may send ahead (buffers, network)
 
 OnText = Callable[[str], Awaitable[None]]
+TurnModel = Callable[[np.ndarray], Awaitable[float]]  # the probability that the speaker's turn is complete
+_ARRIVALS = 256  # recent feeds remembered, to tell when the last speech arrived
 
 
 class AsrSession:
@@ -65,11 +74,15 @@ class AsrSession:
         max_seconds: float,
         hold: Hold,
         on_text: OnText | None = None,
+        end_of_turn: str | None = None,
+        limits: TurnLimits | None = None,
+        turn_model: TurnModel | None = None,
     ) -> None:
         """`on_text`, if given, receives stable text as it is recognised, in pieces that join into the final text.
 
         `frontend` labels the transcript in the metrics. `hold` is the session's share of the memory budget: the
-        audio buffer is counted in it before it grows, and given back by `close`.
+        audio buffer is counted in it before it grows, and given back by `close`. With `end_of_turn` (a
+        sensitivity) the session ends the turn itself, within `limits`, asking `turn_model` when there is one.
         """
         self.engine = engine
         self.options = options
@@ -87,20 +100,31 @@ class AsrSession:
         self._latest: tuple[list[Piece], Transcript] | None = None
         self._stable = _StableText()
         self._arrived = asyncio.Event()
+        self._converting = asyncio.Lock()
         self._follower: asyncio.Task[None] | None = None
         self._first_audio: float | None = None
         self._finishing = False
+        self._patience = PATIENCE[end_of_turn] if end_of_turn else None
+        self._limits = limits or TurnLimits(max_speech=max_seconds, no_speech=max_seconds)
+        self._turn_model = turn_model
+        self._turn: asyncio.Future[TurnEnd] = asyncio.get_running_loop().create_future()
+        self._judged: int | None = None  # the end of speech whose pause was judged last
+        self._kept: np.ndarray | None = None  # the audio of a turn the session ended
+        self._arrivals: deque[tuple[int, float]] = deque(maxlen=_ARRIVALS)  # (samples kept, when)
 
     async def feed(self, pcm: bytes, audio_format: AudioFormat) -> None:
         """Add audio; the format may change between pieces. It is converted in a worker thread; feed one piece
-        at a time."""
-        self._count(audio_format.seconds(len(pcm)))
-        if self._converter is None or self._converter.source != audio_format:
-            self._flush()
-            self._converter = PcmConverter(audio_format)
-        converter = self._converter
-        # converted and kept in a worker thread: growing the buffer copies all of it (up to 38 MB)
-        await asyncio.to_thread(lambda: self._append(converter.convert(pcm)))
+        at a time. Audio after the end of the turn is dropped."""
+        async with self._converting:  # the end of a turn may finish the session while a piece is converted
+            if self._turn.done():
+                return
+            self._count(audio_format.seconds(len(pcm)))
+            if self._converter is None or self._converter.source != audio_format:
+                self._flush()
+                self._converter = PcmConverter(audio_format)
+            converter = self._converter
+            # converted and kept in a worker thread: growing the buffer copies all of it (up to 38 MB)
+            await asyncio.to_thread(lambda: self._append(converter.convert(pcm)))
         self._arrive()
 
     def feed_samples(self, samples: np.ndarray) -> None:
@@ -120,7 +144,8 @@ class AsrSession:
         """New audio is kept: wake the follower."""
         if self._first_audio is None:
             self._first_audio = time.monotonic()
-        if self._on_text is not None and self._follower is None:
+        self._arrivals.append((self._samples, time.perf_counter()))
+        if (self._on_text is not None or self._patience is not None) and self._follower is None:
             # work ahead of need: no client deadline of the request that started it applies
             self._follower = contextvars.Context().run(asyncio.create_task, self._follow())
         self._arrived.set()
@@ -144,7 +169,8 @@ class AsrSession:
         self._arrived.set()
         if self._follower is not None:
             await asyncio.gather(self._follower, return_exceptions=True)  # lets a decode in flight land
-        self._flush()
+        async with self._converting:
+            self._flush()
         audio = self.audio()
         await self.engine.score(self._detector, audio)
         if self._on_text is not None:
@@ -161,7 +187,16 @@ class AsrSession:
         self._finishing = True
         if self._follower is not None:
             self._follower.cancel()
+        if not self._turn.done():
+            self._turn.cancel()  # nobody waits for an end that will not come
+        elif not self._turn.cancelled():
+            self._turn.exception()  # seen: a frontend that did not wait for the end has no use for its error
         self.hold.close()
+
+    async def turn_end(self) -> TurnEnd:
+        """Once the server judges the speaker's turn ended (a request with `end_of_turn` only); `finish` then
+        transcribes the turn. Raises what stopped the judging (e.g. a busy server)."""
+        return await asyncio.shield(self._turn)
 
     # -- ahead of the end ------------------------------------------------------
 
@@ -178,6 +213,19 @@ class AsrSession:
             except WisError as err:  # busy: what is said so far is scored at the end
                 _LOGGER.debug("No partial transcript: %s", err)
                 continue
+            if self._patience is not None and not self._finishing and self._live():  # a file is not a speaker
+                try:
+                    end = await self._judge(audio)
+                except WisError as err:  # e.g. busy: the turn is judged again later, or ends on silence
+                    _LOGGER.debug("Turn not judged: %s", err)
+                    continue
+                except Exception as err:  # a bug: the frontend reports it
+                    self._turn.set_exception(err)
+                    return
+                if end is not None:
+                    _LOGGER.debug("Turn ended (%s) after %.2f s", end.reason, end.samples / WHISPER_RATE)
+                    self._turn.set_result(end)
+                    return
             speech_end = self._detector.speech_end()
             if self._finishing or speech_end is None or not self._due(len(audio), speech_end, decoded_at, interval):
                 continue
@@ -196,14 +244,65 @@ class AsrSession:
             except ConnectionError:
                 return
 
+    async def _judge(self, audio: np.ndarray) -> TurnEnd | None:
+        """The end of the turn, if it has come with `audio` (scored).
+
+        A pause is judged on sense once it has lasted the sensitivity's `check`, with the decode the transcript
+        needs anyway: judged complete, it ends the turn at once, keeping the audio it was judged on (so that
+        decode is the transcript). Any pause ends it at the sensitivity's `silence`.
+        """
+        assert self._patience is not None
+        samples, start, end = len(audio), self._detector.speech_start(), self._detector.speech_end()
+        if start is None or end is None:
+            return self._ended("no-speech", samples, None) if samples >= self._limits.no_speech * WHISPER_RATE else None
+        if end - start >= self._limits.max_speech * WHISPER_RATE:
+            return self._ended("max-speech", samples, end)
+        silence = (samples - end) / WHISPER_RATE
+        if silence >= self._patience.silence:
+            return self._ended("silence", samples, end)
+        if silence < self._patience.check or self._judged == end:
+            return None
+        self._judged = end
+        if not await self._sounds_complete(_padded(audio, end), silence):
+            return None
+        await self.engine.score(self._detector, self.audio())  # what came while judging: the speaker may go on
+        return self._ended("complete", samples, end) if self._detector.speech_end() == end else None
+
+    async def _sounds_complete(self, audio: np.ndarray, silence: float) -> bool:
+        """Whether the words so far form a request, and the turn model (if there is one) hears the speaker done."""
+        assert self._patience is not None
+        started = time.perf_counter()
+        transcript, probability = await asyncio.gather(self._transcribe(audio), self._probability(audio))
+        complete = probability >= self._patience.threshold and sounds_complete(transcript.text, transcript.language)
+        _LOGGER.debug(
+            "Judged a pause after %.2f s of silence in %.2f s: %r, turn model %.2f: %s",
+            silence,
+            time.perf_counter() - started,
+            transcript.text,
+            probability,
+            "complete" if complete else "not complete",
+        )
+        return complete
+
+    async def _probability(self, audio: np.ndarray) -> float:
+        """The turn model's probability that the speaker is done; without the model, words and silence decide."""
+        return 1.0 if self._turn_model is None else await self._turn_model(audio)
+
+    def _ended(self, reason: Reason, samples: int, speech_end: int | None) -> TurnEnd:
+        """The turn ends at `samples`; its speech at `speech_end`, which arrived when the arrivals say."""
+        arrived = None if speech_end is None else next((t for n, t in self._arrivals if n >= speech_end), None)
+        kept = self._buffer[:samples]
+        self._kept = kept if speech_end is None else _padded(kept, speech_end)
+        return TurnEnd(reason, samples, arrived)
+
     def _due(self, samples: int, speech_end: int, decoded_at: int, interval: float) -> bool:
         """Whether a decode now is worth its cost."""
         if not self._live() or not self.engine.idle:
             return False
         if samples - speech_end >= PAD:  # a pause: decode it once, exactly as the end would
             return decoded_at < speech_end + PAD
-        if samples - speech_end >= QUIET:  # maybe the end: keep the model free for the decode at the pause
-            return False
+        if samples - speech_end >= QUIET or self._patience is not None:
+            return False  # maybe the end, or a turn the session judges itself: keep the model free for the pause
         return samples - decoded_at >= interval * WHISPER_RATE
 
     def _live(self) -> bool:
@@ -264,13 +363,23 @@ class AsrSession:
         self._samples = end
 
     def audio(self) -> np.ndarray:
-        """All audio so far; a view that later audio does not change."""
-        return self._buffer[: self._samples]
+        """All audio so far, or the turn's once it has ended; a view that later audio does not change."""
+        return self._buffer[: self._samples] if self._kept is None else self._kept
 
     def _flush(self) -> None:
         if self._converter is not None:
             self._append(self._converter.flush())
             self._converter = None
+
+
+def _padded(audio: np.ndarray, speech_end: int) -> np.ndarray:
+    """`audio` with silence added up to the VAD's padding after `speech_end`, as if the pause had lasted that long.
+
+    Whisper, given speech that stops right after a word, tends to finish the sentence itself ("set a timer for"
+    became "set a timer for it"); faster-whisper's own `transcribe()` pads with silence too.
+    """
+    missing = speech_end + PAD - len(audio)
+    return audio if missing <= 0 else np.concatenate([audio, np.zeros(missing, dtype=np.float32)])
 
 
 class _StableText:

@@ -67,6 +67,11 @@ class SpeechDetector:
         speech = np.flatnonzero(self._probs >= THRESHOLD)
         return None if len(speech) == 0 else int(speech[-1] + 1) * WINDOW
 
+    def speech_start(self) -> int | None:
+        """Start of the first window of speech scored so far; None if there was none."""
+        speech = np.flatnonzero(self._probs >= THRESHOLD)
+        return None if len(speech) == 0 else int(speech[0]) * WINDOW
+
     def pieces(self, length: int, joined: bool = True) -> list[Piece]:
         """The stretches of the first `length` samples worth decoding, each at most MAX_PIECE long.
 

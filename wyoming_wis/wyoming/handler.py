@@ -5,6 +5,11 @@ each). A request that fails gets an `error` event with a stable code, then the
 end of the connection: Home Assistant's client reads past `error` and waits for
 the transcript or the audio-stop it asked for, so only the closed stream ends its
 wait. A failed `describe`, `ping` or `select-program` leaves the connection open.
+
+Unless --external-vad, the server ends each speaker's turn itself: the transcript
+goes out as soon as the session judges the turn over (`_answer_turn`), before any
+`audio-stop`; the rest of that turn's audio is dropped, and its `audio-stop`, if
+one comes, has nothing left to answer.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
+from enum import Enum
 from typing import Any
 
 from wyoming.asr import Transcribe, Transcript, TranscriptChunk, TranscriptStart, TranscriptStop
@@ -63,6 +69,8 @@ class WyomingHandler(AsyncEventHandler):
         # Speech-to-text request in progress.
         self._session: AsrSession | None = None
         self._transcript_started = False  # transcript-start sent for this request
+        self._turn: asyncio.Task[None] | None = None  # answers the request when the server ends the turn
+        self._turn_over = False  # answered at the end of the turn: its later audio is dropped
         # Streaming synthesis in progress (synthesize-start .. synthesize-stop).
         self._in_stream = False
         self._stream: SpeechStream | None = None  # None inside a stream that failed
@@ -127,7 +135,8 @@ class WyomingHandler(AsyncEventHandler):
             _LOGGER.debug("Ignoring unknown event %s", event.type)
             return True
         event_class, method = route
-        try:
+
+        async def answer() -> None:
             try:
                 message = event_class.from_event(event)
             except (KeyError, TypeError, ValueError, AttributeError) as err:
@@ -135,21 +144,29 @@ class WyomingHandler(AsyncEventHandler):
             # also for the tasks a request starts
             with patience(self.settings.wyoming_max_wait), client(self.host):
                 await method(self, message)
+
+        await self._answering_errors(_KINDS[event_class], event.type, answer)
+        return True
+
+    async def _answering_errors(self, kind: str, what: str, work: Callable[[], Awaitable[None]]) -> None:
+        """Run `work`; an error answers the request of this kind (and ends it, see `_fail`)."""
+        try:
+            await work()
         except WisError as err:
-            self._request(_KINDS[event_class]).failed(err)
-            await self._fail(err, _KINDS[event_class])
+            self._request(kind).failed(err)
+            await self._fail(err, kind)
         except ConnectionError:
             raise
         except Exception as err:  # a bug: report it, keep serving
-            _LOGGER.exception("Error handling %s", event.type)
-            self._request(_KINDS[event_class]).failed(err)
-            await self._fail(WisError(f"Internal error handling {event.type}; see the server log"), _KINDS[event_class])
-        return True
+            _LOGGER.exception("Error handling %s", what)
+            self._request(kind).failed(err)
+            await self._fail(WisError(f"Internal error handling {what}; see the server log"), kind)
 
     @property
     def idle(self) -> bool:
         """Waiting for a next request, with none open: a slot that may be given to another address."""
-        return not self._answering and self._session is None and not self._in_stream and not self._hung_up
+        answering_turn = self._turn is not None and not self._turn.done()
+        return not (self._answering or answering_turn or self._session or self._in_stream or self._hung_up)
 
     async def evict(self) -> None:
         """Close this idle connection to make room for a client from another address, telling it why."""
@@ -164,6 +181,8 @@ class WyomingHandler(AsyncEventHandler):
     async def disconnect(self) -> None:
         if self._speaking is not None:
             self._speaking.cancel()
+        if self._turn is not None:
+            self._turn.cancel()
         self._end_session()
         for request in self._requests.values():
             request.done("disconnected")  # those already answered are not counted again
@@ -179,7 +198,7 @@ class WyomingHandler(AsyncEventHandler):
 
     async def _describe(self, _: Describe) -> None:
         await self.core.refresh_voices()  # voices added or removed on disk show up
-        info = build_info(self.core).event()
+        info = build_info(self.core, self.settings.external_vad).event()
         self._request("describe").done()
         await self.write_event(info)
 
@@ -203,31 +222,63 @@ class WyomingHandler(AsyncEventHandler):
     # -- speech to text -------------------------------------------------------
 
     async def _transcribe(self, request: Transcribe) -> None:
+        await self._settle_turn()
         self._end_session()
         if (unfinished := self._requests.pop("transcribe", None)) is not None:
             unfinished.done("cancelled")  # its audio never ended; this request replaces it
-        self._session = self._open_session(
+        self._open_session(
             AsrRequest(
                 model=_text(request.name, "name") or self.asr_model,
                 language=_text(request.language, "language"),
                 names=_texts(request.transcript_names, "transcript_names"),
                 terms=_texts(request.transcript_terms, "transcript_terms"),
+                end_of_turn=self._end_of_turn(request.vad_sensitivity),
             )
         )
 
     async def _audio_start(self, start: AudioStart) -> None:
         _audio_format(start).validate()
+        await self._settle_turn()
         if self._session is None:  # audio without a transcribe event: defaults
-            self._session = self._open_session()
+            self._open_session()
 
     async def _audio_chunk(self, chunk: AudioChunk) -> None:
-        if self._session is None:
-            self._session = self._open_session()
-        await self._session.feed(chunk.audio or b"", _audio_format(chunk))
+        if self._turn_over:
+            return  # said after the turn ended: not part of it
+        session = self._session or self._open_session()
+        await session.feed(chunk.audio or b"", _audio_format(chunk))
 
     async def _audio_stop(self, _: AudioStop) -> None:
+        if self._turn_over:  # answered already, at the end of the turn
+            await self._settle_turn()
+            return
         ended = time.perf_counter()
+        if self._turn is not None:  # the client ended the turn first
+            self._turn.cancel()
+            self._turn = None
         session, self._session = self._session or self._open_session(), None
+        await self._answer(session, ended)
+
+    async def _answer_turn(self, session: AsrSession) -> None:
+        """Answer the request as soon as the session judges the speaker's turn over."""
+
+        async def answer() -> None:
+            end = await session.turn_end()
+            if self._session is session:  # not replaced or ended meanwhile
+                self._session, self._turn_over = None, True
+                await self._answer(session, end.speech_ended)
+
+        with suppress(ConnectionError):  # the client left; the connection's reader sees it too
+            await self._answering_errors("transcribe", "the end of a turn", answer)
+
+    async def _settle_turn(self) -> None:
+        """Let the answer to a turn that is over go out before the next event of the connection is answered."""
+        if self._turn is not None and self._turn_over:
+            await asyncio.gather(self._turn, return_exceptions=True)
+        self._turn_over = False
+
+    async def _answer(self, session: AsrSession, ended: float | None) -> None:
+        """Send the transcript of everything the session kept; `ended` is when its audio ended, for the metrics."""
         async with session:
             transcript = await session.finish(ended)
         self._request("transcribe").done()
@@ -236,12 +287,23 @@ class WyomingHandler(AsyncEventHandler):
         if self._streams_transcripts:
             await self.write_event(TranscriptStop().event())
 
+    def _end_of_turn(self, sensitivity: Any) -> str | None:
+        """Who ends the turn: the client's audio-stop with --external-vad, else the server, this soon."""
+        if self.settings.external_vad:
+            return None
+        if isinstance(sensitivity, Enum):  # the wyoming package makes the names it knows a VadSensitivity
+            sensitivity = sensitivity.value
+        return _text(sensitivity, "vad_sensitivity") or self.settings.vad_sensitivity
+
     def _open_session(self, request: AsrRequest | None = None) -> AsrSession:
         """A session for `request`, or for the connection's defaults: audio may come without a transcribe event."""
         self._transcript_started = False
         self._request("transcribe")  # in progress from its first event
-        request = request or AsrRequest(model=self.asr_model)
-        return self.core.open_asr(request, frontend="wyoming", on_text=self._send_transcript_chunk)
+        request = request or AsrRequest(model=self.asr_model, end_of_turn=self._end_of_turn(None))
+        session = self._session = self.core.open_asr(request, frontend="wyoming", on_text=self._send_transcript_chunk)
+        if request.end_of_turn is not None:
+            self._turn = asyncio.create_task(self._answer_turn(session))
+        return session
 
     async def _start_transcript(self, language: str | None) -> None:
         if self._streams_transcripts and not self._transcript_started:
@@ -253,6 +315,9 @@ class WyomingHandler(AsyncEventHandler):
         await self.write_event(TranscriptChunk(text=text).event())
 
     def _end_session(self) -> None:
+        if self._turn is not None and self._session is not None:  # a turn not over yet: nobody waits for its end
+            self._turn.cancel()
+            self._turn = None
         if self._session is not None:
             self._session.close()
         self._session = None

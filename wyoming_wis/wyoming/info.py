@@ -16,8 +16,11 @@ COQUI = Attribution(name="Coqui", url="https://github.com/idiap/coqui-ai-TTS")
 US = Attribution(name="wyoming-wis", url=PROJECT_URL)
 
 
-def build_info(core: Core) -> Info:
+def build_info(core: Core, external_vad: bool = False) -> Info:
     """Everything on this machine, marked installed: nothing advertised needs a download.
+
+    Unless `external_vad` (--external-vad), the server ends each turn itself, and says so: Home Assistant
+    2026.5+ then streams audio until the transcript comes, without its own VAD and its 15 s cap.
 
     Whisper models are the loaded ones; voices are every voice the registry knows,
     loaded on first use, each language in every spelling Home Assistant may ask for
@@ -57,6 +60,7 @@ def build_info(core: Core) -> Info:
                 version=__version__,
                 models=models,
                 supports_transcript_streaming=served.partial_results,
+                requires_external_vad=external_vad,
             )
         ],
         tts=[

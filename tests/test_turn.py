@@ -1,0 +1,60 @@
+"""When a turn sounds complete: the words-so-far half of the end-of-turn judgement (wyoming_wis/asr/turn.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from wyoming_wis.asr.turn import PATIENCE, sounds_complete
+from wyoming_wis.requests import SENSITIVITIES
+
+pytestmark = pytest.mark.fast
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Turn on the kitchen light.",
+        "turn the lights on",  # a particle, not a preposition waiting for its noun
+        "What time is it?",
+        "Set a timer for 10 minutes",  # Home Assistant's replies and users' words come without a full stop
+        "Turn it off please",
+    ],
+)
+def test_whole_requests_sound_complete(text: str) -> None:
+    assert sounds_complete(text, "en")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Turn on the",
+        "set a timer for.",  # Whisper puts a full stop after a pause even mid-request
+        "Add milk and",
+        "What's the weather in...",
+        "Turn on the kitchen,",
+        "Um",
+        "",
+        " . ",
+    ],
+)
+def test_open_ended_words_do_not(text: str) -> None:
+    assert not sounds_complete(text, "en")
+    assert not sounds_complete(text, None)  # a language not named is judged as English too
+
+
+def test_other_languages_are_left_to_the_model_and_the_silence() -> None:
+    """'the' ends no German request, but the English list must not judge German words ("die Tür ist an")."""
+    assert sounds_complete("Mach das Licht an", "de")
+    assert sounds_complete("Schalte das Licht in der", "de")  # only a trailing-off mark would say otherwise
+    assert not sounds_complete("Schalte das Licht in der...", "de")
+
+
+def test_patience_grows_with_relaxed_and_shrinks_with_aggressive() -> None:
+    """Home Assistant's order: aggressive ends soonest, relaxed waits longest, and judges more strictly."""
+    assert tuple(PATIENCE) == SENSITIVITIES
+    aggressive, default, relaxed = PATIENCE["aggressive"], PATIENCE["default"], PATIENCE["relaxed"]
+    assert aggressive.silence < default.silence < relaxed.silence
+    assert aggressive.check <= default.check <= relaxed.check
+    assert aggressive.threshold < default.threshold < relaxed.threshold
+    for patience in PATIENCE.values():
+        assert 0 < patience.check < patience.silence

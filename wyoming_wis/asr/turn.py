@@ -1,0 +1,80 @@
+"""When a speaker's turn has ended: on sound and on sense, not on a silence timer alone.
+
+Home Assistant's own VAD ends a command after 0.7 s of silence, whatever was
+said; a pause after "turn on the" ends it too early, and every complete command
+waits the full 0.7 s. Here a short pause is only a moment to look: the session
+decodes what was said (the decode the transcript needs anyway) and asks the
+turn-taking model (Smart Turn) whether the speaker sounds done. Words that
+cannot end a request, or a model that hears more coming, keep the turn open
+until a longer silence; anything else ends it at once. Three limits end every
+turn: that longer silence, the most speech one turn may hold, and a wait for
+speech that never starts.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from ..requests import SENSITIVITIES
+
+Reason = Literal["complete", "silence", "max-speech", "no-speech"]
+
+
+@dataclass(frozen=True)
+class Patience:
+    """How long a sensitivity waits after speech."""
+
+    # Seconds of silence before the turn is judged on its sense (its words, the turn model); the VAD finds gaps of
+    # a few hundredths between words too, and each judgement costs a decode.
+    check: float
+    silence: float  # seconds of silence that end any turn, complete-sounding or not
+    threshold: float  # the turn model's probability of a complete turn that counts as one
+
+
+# Home Assistant waits 0.25, 0.7 and 1.25 s of silence for these; judged on sense, a complete command ends much
+# sooner, and a command that is not complete yet may pause longer than that without being cut.
+PATIENCE: dict[str, Patience] = {
+    "default": Patience(check=0.1, silence=1.0, threshold=0.5),
+    "relaxed": Patience(check=0.25, silence=1.5, threshold=0.7),
+    "aggressive": Patience(check=0.1, silence=0.6, threshold=0.3),
+}
+assert tuple(PATIENCE) == SENSITIVITIES
+
+
+@dataclass(frozen=True)
+class TurnLimits:
+    """The server's limits on any turn it ends itself (--max-turn-seconds, --no-speech-seconds)."""
+
+    max_speech: float  # seconds from the first speech: the turn ends even if the speaker goes on
+    no_speech: float  # seconds without any speech: the turn ends with nothing said
+
+
+@dataclass(frozen=True)
+class TurnEnd:
+    """Why and where a turn ended."""
+
+    reason: Reason
+    samples: int  # audio the turn keeps (16 kHz); what came after is not part of it
+    speech_ended: float | None  # time.perf_counter() when the turn's last speech had arrived; None: no speech
+
+
+# English words a request does not end on: articles, possessives, prepositions that are not particles ("turn it
+# on" ends on "on"), conjunctions, auxiliaries, and fillers. Other languages: the turn model and the silence judge.
+_OPEN_ENDED = frozenset(
+    """a an the my your our their his her its these those some every another
+    to for of at with from into onto about by than via per towards
+    and or but because if when while whether
+    is are was were can could would should will shall may might must
+    um uh erm hmm er""".split()
+)
+_TRAILING_OFF = re.compile(r"(\.\.\.|…|,|;|:|-)\s*$")  # Whisper writes a sentence that trails off this way
+
+
+def sounds_complete(text: str, language: str | None) -> bool:
+    """Whether the words so far can be a whole request: some words, not trailing off, not ending on an open word."""
+    words = re.findall(r"[\w']+", text.lower())
+    if not words or _TRAILING_OFF.search(text):
+        return False
+    return not (language in (None, "en") and words[-1] in _OPEN_ENDED)
