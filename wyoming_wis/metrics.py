@@ -100,6 +100,12 @@ AFTER_AUDIO = _latency(
     "Time from the end of the client's audio (Wyoming audio-stop, end of the HTTP body) to the transcript",
     ["frontend", "model"],
 )
+AFTER_SPEECH = _latency(
+    "wis_asr_after_last_speech_seconds",
+    "For turns the server ended itself: time from the arrival of the turn's last speech to the transcript, by why "
+    "the turn ended (complete, silence, max-speech; a no-speech turn has no speech to count from)",
+    ["frontend", "reason"],
+)
 FIRST_AUDIO = _latency(
     "wis_tts_time_to_first_audio_seconds",
     "Time from a speech request (for streamed text: its first text) to the first audio sent",
@@ -218,9 +224,15 @@ def rtc_session(opened: bool) -> None:
 # -- speech to text and text to speech --------------------------------------------
 
 
-def transcribed(frontend: str, model: str, audio_seconds: float, audio_ended: float) -> None:
-    """A transcript is ready; `audio_ended` is when the client's audio ended (`time.perf_counter()`)."""
-    AFTER_AUDIO.labels(frontend, model).observe(time.perf_counter() - audio_ended)
+def transcribed(
+    frontend: str, model: str, audio_seconds: float, audio_ended: float | None, turn_ended: str | None = None
+) -> None:
+    """A transcript is ready. `audio_ended` is when the client's audio ended (`time.perf_counter()`), or, for a
+    turn the server ended (`turn_ended` says why), when its last speech arrived (None: there was none)."""
+    if turn_ended is None:
+        AFTER_AUDIO.labels(frontend, model).observe(time.perf_counter() - (audio_ended or time.perf_counter()))
+    elif audio_ended is not None:
+        AFTER_SPEECH.labels(frontend, turn_ended).observe(time.perf_counter() - audio_ended)
     ASR_SECONDS.labels(frontend, model).inc(audio_seconds)
 
 

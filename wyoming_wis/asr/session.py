@@ -162,7 +162,8 @@ class AsrSession:
         """The transcript of everything fed; sends the rest of the text to `on_text` first.
 
         `audio_ended` is when the client's audio ended (`time.perf_counter()`; by default now): the metrics
-        count the wait for the transcript from then, and the seconds transcribed.
+        count the wait for the transcript from then (from the last speech, for a turn the session ended), and the
+        seconds transcribed.
         """
         ended = time.perf_counter() if audio_ended is None else audio_ended
         self._finishing = True
@@ -178,7 +179,11 @@ class AsrSession:
         transcript = await self._transcribe(audio)
         await self._publish(transcript.text, final=True)
         transcript = dataclasses.replace(transcript, duration=len(audio) / WHISPER_RATE)
-        metrics.transcribed(self.frontend, self.engine.name, transcript.duration, ended)
+        turn = self._turn.result() if self._kept is not None else None
+        if turn is None:
+            metrics.transcribed(self.frontend, self.engine.name, transcript.duration, ended)
+        else:
+            metrics.transcribed(self.frontend, self.engine.name, transcript.duration, turn.speech_ended, turn.reason)
         return transcript
 
     def close(self) -> None:

@@ -263,10 +263,10 @@ class WyomingHandler(AsyncEventHandler):
         """Answer the request as soon as the session judges the speaker's turn over."""
 
         async def answer() -> None:
-            end = await session.turn_end()
+            await session.turn_end()
             if self._session is session:  # not replaced or ended meanwhile
                 self._session, self._turn_over = None, True
-                await self._answer(session, end.speech_ended)
+                await self._answer(session)
 
         with suppress(ConnectionError):  # the client left; the connection's reader sees it too
             await self._answering_errors("transcribe", "the end of a turn", answer)
@@ -277,7 +277,7 @@ class WyomingHandler(AsyncEventHandler):
             await asyncio.gather(self._turn, return_exceptions=True)
         self._turn_over = False
 
-    async def _answer(self, session: AsrSession, ended: float | None) -> None:
+    async def _answer(self, session: AsrSession, ended: float | None = None) -> None:
         """Send the transcript of everything the session kept; `ended` is when its audio ended, for the metrics."""
         async with session:
             transcript = await session.finish(ended)
