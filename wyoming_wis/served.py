@@ -13,10 +13,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-# The engines a model runs on (also the `engine` label of the model-call metrics), and the kind of each.
-WHISPER, PIPER, XTTS = "whisper", "piper", "xtts"
+# The engines a model runs on (also the `engine` label of the model-call metrics), and the kind of each. The
+# turn-taking model (Smart Turn: has the speaker finished?) is a kind of its own, so that no list of ASR models
+# (Wyoming's info, /health) offers it as one to transcribe with.
+WHISPER, PIPER, XTTS, TURN = "whisper", "piper", "xtts", "turn"
 ASR, TTS = "asr", "tts"
-KINDS = {WHISPER: ASR, PIPER: TTS, XTTS: TTS}
+KINDS = {WHISPER: ASR, PIPER: TTS, XTTS: TTS, TURN: TURN}
 LOADED, UNLOADED = "loaded", "unloaded"
 
 
@@ -42,7 +44,7 @@ class _Queue(Protocol):
 class Calls:
     """The model calls in one engine queue now."""
 
-    engine: str  # the queue's `engine` label in /metrics: whisper, vad (Whisper's speech detector), piper, xtts
+    engine: str  # the queue's `engine` label in /metrics: whisper, vad (Whisper's speech detector), piper, xtts, turn
     pending: int  # running or waiting, as the queue counts them to admit new calls
     waiting: int
     running: int
@@ -58,7 +60,7 @@ class Entry:
     """One model or voice, as clients may see it."""
 
     name: str
-    engine: str  # WHISPER, PIPER or XTTS
+    engine: str  # WHISPER, PIPER, XTTS or TURN
     languages: tuple[str, ...]
     loaded: bool  # a Whisper model unloaded after --unload-after loads again on use; so does a Piper voice
     version: str | None

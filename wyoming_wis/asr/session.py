@@ -44,6 +44,7 @@ from .. import metrics
 from ..audio import WHISPER_RATE, AudioFormat, PcmConverter
 from ..budget import Hold
 from ..errors import AudioTooLong, WisError
+from ..scheduler import patience
 from .turn import PATIENCE, Reason, TurnEnd, TurnLimits, sounds_complete
 from .vad import PAD, Piece, SpeechDetector
 
@@ -62,6 +63,7 @@ _LIVE_SLACK = 1.0  # seconds of audio a live client may send ahead (buffers, net
 OnText = Callable[[str], Awaitable[None]]
 TurnModel = Callable[[np.ndarray], Awaitable[float]]  # the probability that the speaker's turn is complete
 _ARRIVALS = 256  # recent feeds remembered, to tell when the last speech arrived
+TURN_PAD = int(0.2 * WHISPER_RATE)  # silence after speech the turn model hears: as it was trained (and pipecat asks)
 
 
 class AsrSession:
@@ -268,16 +270,18 @@ class AsrSession:
         if silence < self._patience.check or self._judged == end:
             return None
         self._judged = end
-        if not await self._sounds_complete(_padded(audio, end), silence):
+        if not await self._sounds_complete(audio, end, silence):
             return None
         await self.engine.score(self._detector, self.audio())  # what came while judging: the speaker may go on
         return self._ended("complete", samples, end) if self._detector.speech_end() == end else None
 
-    async def _sounds_complete(self, audio: np.ndarray, silence: float) -> bool:
+    async def _sounds_complete(self, audio: np.ndarray, end: int, silence: float) -> bool:
         """Whether the words so far form a request, and the turn model (if there is one) hears the speaker done."""
         assert self._patience is not None
         started = time.perf_counter()
-        transcript, probability = await asyncio.gather(self._transcribe(audio), self._probability(audio))
+        transcript, probability = await asyncio.gather(
+            self._transcribe(_padded(audio, end)), self._probability(_padded(audio, end, TURN_PAD))
+        )
         complete = probability >= self._patience.threshold and sounds_complete(transcript.text, transcript.language)
         _LOGGER.debug(
             "Judged a pause after %.2f s of silence in %.2f s: %r, turn model %.2f: %s",
@@ -290,8 +294,15 @@ class AsrSession:
         return complete
 
     async def _probability(self, audio: np.ndarray) -> float:
-        """The turn model's probability that the speaker is done; without the model, words and silence decide."""
-        return 1.0 if self._turn_model is None else await self._turn_model(audio)
+        """The turn model's probability that the speaker is done; without it (none, or busy), the words decide."""
+        if self._turn_model is None or self._patience is None:
+            return 1.0
+        try:
+            with patience(self._patience.silence):  # an answer after the silence has ended the turn is no use
+                return await self._turn_model(audio)
+        except WisError as err:
+            _LOGGER.debug("No turn model: %s", err)
+            return 1.0
 
     def _ended(self, reason: Reason, samples: int, speech_end: int | None) -> TurnEnd:
         """The turn ends at `samples`; its speech at `speech_end`, which arrived when the arrivals say."""
@@ -377,13 +388,13 @@ class AsrSession:
             self._converter = None
 
 
-def _padded(audio: np.ndarray, speech_end: int) -> np.ndarray:
-    """`audio` with silence added up to the VAD's padding after `speech_end`, as if the pause had lasted that long.
+def _padded(audio: np.ndarray, speech_end: int, pad: int = PAD) -> np.ndarray:
+    """`audio` with silence added up to `pad` after `speech_end`, as if the pause had lasted that long.
 
     Whisper, given speech that stops right after a word, tends to finish the sentence itself ("set a timer for"
     became "set a timer for it"); faster-whisper's own `transcribe()` pads with silence too.
     """
-    missing = speech_end + PAD - len(audio)
+    missing = speech_end + pad - len(audio)
     return audio if missing <= 0 else np.concatenate([audio, np.zeros(missing, dtype=np.float32)])
 
 
