@@ -36,9 +36,9 @@ class Patience:
 # Home Assistant waits 0.25, 0.7 and 1.25 s of silence for these; judged on sense, a complete command ends much
 # sooner, and a command that is not complete yet may pause longer than that without being cut.
 PATIENCE: dict[str, Patience] = {
-    "default": Patience(check=0.1, silence=1.0, threshold=0.5),
-    "relaxed": Patience(check=0.25, silence=1.5, threshold=0.7),
-    "aggressive": Patience(check=0.1, silence=0.6, threshold=0.3),
+    "default": Patience(check=0.1, silence=1.0, threshold=0.7),
+    "relaxed": Patience(check=0.25, silence=1.5, threshold=0.85),
+    "aggressive": Patience(check=0.1, silence=0.6, threshold=0.5),
 }
 assert tuple(PATIENCE) == SENSITIVITIES
 
