@@ -26,8 +26,8 @@ Reason = Literal["complete", "silence", "max-speech", "no-speech"]
 class Patience:
     """How long a sensitivity waits after speech."""
 
-    # Seconds of silence before the turn is judged on its sense (its words, the turn model); the VAD finds gaps of
-    # a few hundredths between words too, and each judgement costs a decode.
+    # Seconds of silence before the turn is judged on its sense (its words, the turn model): two of the VAD's
+    # windows. It finds one-window gaps between words all the time, and each judgement costs a decode.
     check: float
     silence: float  # seconds of silence that end any turn, complete-sounding or not
     threshold: float  # the turn model's probability of a complete turn that counts as one
@@ -36,9 +36,9 @@ class Patience:
 # Home Assistant waits 0.25, 0.7 and 1.25 s of silence for these; judged on sense, a complete command ends much
 # sooner, and a command that is not complete yet may pause longer than that without being cut.
 PATIENCE: dict[str, Patience] = {
-    "default": Patience(check=0.1, silence=1.0, threshold=0.7),
-    "relaxed": Patience(check=0.25, silence=1.5, threshold=0.85),
-    "aggressive": Patience(check=0.1, silence=0.6, threshold=0.5),
+    "default": Patience(check=0.064, silence=1.0, threshold=0.7),
+    "relaxed": Patience(check=0.2, silence=1.5, threshold=0.85),
+    "aggressive": Patience(check=0.064, silence=0.6, threshold=0.5),
 }
 assert tuple(PATIENCE) == SENSITIVITIES
 
