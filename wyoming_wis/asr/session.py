@@ -273,7 +273,8 @@ class AsrSession:
         if not await self._sounds_complete(audio, end, silence):
             return None
         await self.engine.score(self._detector, self.audio())  # what came while judging: the speaker may go on
-        return self._ended("complete", samples, end) if self._detector.speech_end() == end else None
+        resumed = self._detector.speech_end()  # speech inside the audio judged (a word's tail) was decoded with it
+        return self._ended("complete", samples, end) if resumed is not None and resumed <= samples else None
 
     async def _sounds_complete(self, audio: np.ndarray, end: int, silence: float) -> bool:
         """Whether the words so far form a request, and the turn model (if there is one) hears the speaker done."""
