@@ -19,7 +19,7 @@ from aiohttp import web
 from wyoming_wis import __version__
 from wyoming_wis.audio import CHANNEL_COUNTS, ENCODINGS, MAX_RATE, MIN_RATE
 from wyoming_wis.core import MAX_PROMPT_CHARS, SAYABLE, VOICE_NAME, WHISPER_LANGUAGES
-from wyoming_wis.requests import MAX_BEAM_SIZE, SpeechRequest
+from wyoming_wis.requests import MAX_BEAM_SIZE, SENSITIVITIES, SpeechRequest
 from wyoming_wis.values import MAX_SPEED, MIN_SPEED
 
 from . import openai_speech, openai_transcriptions, transcript_formats, willow
@@ -106,6 +106,7 @@ BOOLEAN = {"type": "boolean"}
 BINARY = {"type": "string", "format": "binary"}
 AUDIO = "audio/*"  # an uploaded recording's part, in any format FFmpeg reads
 BEAM_SIZE = {"type": "integer", "minimum": 1, "maximum": MAX_BEAM_SIZE}
+VAD_SENSITIVITY = {"type": "string", "enum": list(SENSITIVITIES), "default": SENSITIVITIES[0]}
 VOICE_NAME_STRING = {"type": "string", "pattern": VOICE_NAME.pattern}
 ASR_LANGUAGE = {
     "type": "string",
@@ -566,16 +567,19 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
         "summary": "Connect a browser over WebRTC: transcripts of its microphone on a data channel",
         "description": "The browser's offer (an Opus audio track and a data channel, every ICE candidate "
         "gathered) in, the answer out. On the data channel, JSON {type, message?, obj?}: the browser sends "
-        "ping, start and stop (obj: model, language, beam_size, detect_language, partials); the server sends "
-        "pong, partial (obj.text: the stable text so far), infer (obj: text, language, audio_duration, "
-        "infer_time, model), log and error (obj.code). 429 when --rtc-max-sessions connections are open; "
-        "503 also when --rtc-ports has no free port.",
+        "ping, start and stop (obj: model, language, beam_size, detect_language, partials, hands_free, "
+        "vad_sensitivity); the server sends pong, partial (obj.text: the stable text so far), infer (obj: text, "
+        "language, audio_duration, infer_time, model), log and error (obj.code). Hands-free, the server ends each "
+        "turn at a pause (turn-end, obj.reason), answers it with infer and listens for the next, until stop. "
+        "429 when --rtc-max-sessions connections are open; 503 also when --rtc-ports has no free port.",
         "parameters": [
             _query("model", "A loaded Whisper model for this connection's utterances (default: the first)"),
             _query("language", "Language of the speech; detected when absent", ASR_LANGUAGE),
             _query("beam_size", "Beam search width (default: --beam-size)", BEAM_SIZE),
             _query("detect_language", "Detect the language even where --language names one", BOOLEAN),
             _query("partials", "Send partial messages while the user speaks (default true)", BOOLEAN),
+            _query("hands_free", "The server ends each turn when the user pauses, and listens for the next", BOOLEAN),
+            _query("vad_sensitivity", "Hands-free: how soon a pause ends a turn", VAD_SENSITIVITY),
         ],
         "requestBody": {"required": True, "content": {JSON: {"schema": _schema("Offer")}}},
         "responses": {

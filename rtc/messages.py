@@ -2,10 +2,12 @@
 
 Client to server: `ping`; `start` and `stop`, each with an optional `obj` of
 recognition parameters (`model`, `language`, `beam_size`, `detect_language`,
-`partials`). Server to client: `pong`, `partial` (`obj.text`: all the stable
-text so far), `infer` (`obj`: `text`, `language`, `audio_duration` and
-`infer_time` in ms, `model`), `log` (`message`) and `error` (`message`, and
-`obj.code`: a core error code or one of the codes below).
+`partials`, `hands_free`, `vad_sensitivity`). Server to client: `pong`,
+`partial` (`obj.text`: all the stable text so far), `turn-end` (hands-free: the
+server ended the turn, `obj.reason`; its `infer` follows), `infer` (`obj`:
+`text`, `language`, `audio_duration` and `infer_time` in ms, `model`), `log`
+(`message`) and `error` (`message`, and `obj.code`: a core error code or one of
+the codes below).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import json
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from wyoming_wis.requests import MAX_BEAM_SIZE, AsrRequest
+from wyoming_wis.requests import MAX_BEAM_SIZE, SENSITIVITIES, AsrRequest
 from wyoming_wis.values import parse_bool
 
 MAX_MESSAGE = 64 * 1024  # characters; a control message is a few dozen
@@ -41,6 +43,8 @@ class Params:
     beam_size: int | None = None
     detect_language: bool | None = None
     partials: bool | None = None  # send `partial` messages (default true)
+    hands_free: bool | None = None  # the server ends each turn at a pause and listens for the next, until `stop`
+    vad_sensitivity: str | None = None  # hands-free: how soon a turn ends, one of SENSITIVITIES (the first if None)
 
     def over(self, base: Params) -> Params:
         """These parameters where given, `base`'s elsewhere."""
@@ -54,6 +58,7 @@ class Params:
             language=self.language,
             beam_size=self.beam_size,
             detect_language=bool(self.detect_language),
+            end_of_turn=(self.vad_sensitivity or SENSITIVITIES[0]) if self.hands_free else None,
         )
 
     @classmethod
@@ -69,6 +74,8 @@ class Params:
             beam_size=_beam_size(values.get("beam_size")),
             detect_language=_flag(values.get("detect_language"), "detect_language"),
             partials=_flag(values.get("partials"), "partials"),
+            hands_free=_flag(values.get("hands_free"), "hands_free"),
+            vad_sensitivity=_sensitivity(values.get("vad_sensitivity")),
         )
 
 
@@ -116,6 +123,10 @@ def partial(text: str, language: str | None) -> str:
     return _dump({"type": "partial", "obj": obj})
 
 
+def turn_end(reason: str) -> str:
+    return _dump({"type": "turn-end", "obj": {"reason": reason}})
+
+
 def infer(text: str, language: str | None, audio_seconds: float, infer_seconds: float, model: str) -> str:
     return _dump(
         {
@@ -154,6 +165,14 @@ def _beam_size(value: Any) -> int | None:
     if number is None or not 1 <= number <= MAX_BEAM_SIZE:
         raise BadMessage(f"beam_size must be a whole number from 1 to {MAX_BEAM_SIZE}; got {value!r}")
     return number
+
+
+def _sensitivity(value: Any) -> str | None:
+    if value is None or value == "":
+        return None
+    if value not in SENSITIVITIES:
+        raise BadMessage(f"vad_sensitivity must be one of {', '.join(SENSITIVITIES)}; got {value!r}")
+    return str(value)
 
 
 def _flag(value: Any, name: str) -> bool | None:

@@ -13,6 +13,16 @@ only gets a `log` line and the running model answers: WIS's client always
 names `large` there. At `start` (or in the query) an unknown model or language
 is an `error`, and no utterance starts.
 
+Hands-free (`hands_free` at `start` or in the query) needs no `stop`: the
+session ends each turn itself when the speaker pauses (`AsrSession.turn_end`),
+the turn is answered as a `stop` would be, and the next turn starts on its
+own with the same parameters (`_hands_free`), until `stop` (which ends the
+turn in progress as usual), a new `start`, or the end of the connection. One
+session at a time: the next opens once the last is answered, and the audio
+that comes meanwhile is kept for it, so no word said early is lost; a `stop`
+that comes meanwhile stops that next turn. A turn in which nobody spoke is
+not answered; the next simply starts.
+
 Between utterances the browser may detach its track (`replaceTrack(null)`);
 it then sends an RTCP BYE, on which aiortc would end the track for good. This
 server ignores BYE on its receivers, as WIS did, so the track lives on and
@@ -32,11 +42,13 @@ import dataclasses
 import itertools
 import logging
 import time
+from collections import deque
 from collections.abc import Callable, Coroutine, Iterator
 from concurrent.futures import Executor
 from contextlib import contextmanager
 from typing import Any
 
+import av
 from aiortc import MediaStreamTrack, RTCDataChannel, RTCPeerConnection, RTCSessionDescription, sdp
 from aiortc.exceptions import InvalidStateError
 from aiortc.mediastreams import MediaStreamError
@@ -63,6 +75,7 @@ MAX_SECTIONS = 4  # media sections in an offer; a browser's has two (the microph
 SENDING = ("sendrecv", "sendonly")  # an offer's audio directions that send the microphone
 NO_AUDIO = "The offer has no audio track: add the microphone's track before making the offer"
 NO_CHANNEL = 'The offer has no data channel: create one (e.g. "chat") before making the offer'
+BETWEEN_TURNS = 250  # frames (5 s of a browser's 20 ms) kept for the next hands-free turn while the last is answered
 
 
 class BadOffer(Exception):
@@ -132,6 +145,9 @@ class Peer:
         self._executor = executor
         self._on_closed = on_closed
         self._utterance: _Utterance | None = None
+        self._turns: asyncio.Task[None] | None = None  # hands-free: ends each turn and starts the next
+        self._between: deque[av.AudioFrame] = deque(maxlen=BETWEEN_TURNS)  # audio for the next hands-free turn
+        self._stop_next: Params | None = None  # a stop that came between two hands-free turns
         self._tasks: set[asyncio.Task[Any]] = set()
         self._reading = False
         self._connected = False  # has been connected, at some point
@@ -250,32 +266,81 @@ class Peer:
         except (BadMessage, WisError) as err:
             self._refuse(channel, err)
         except Exception:  # raised here it would reach aiortc's SCTP transport: log it, answer, carry on
-            _LOGGER.exception("WebRTC connection %d: unexpected error handling a message", self.id)
-            _send(channel, messages.error("Internal error; see the server log", "internal-error"))
+            self._report_bug(channel, "handling a message")
 
     # -- utterances -----------------------------------------------------------------
 
     def _start(self, channel: RTCDataChannel, params: Params) -> None:
+        self._end_hands_free()
         if self._utterance is not None:  # a second start begins again, as WIS's recorder did
             self._utterance.cancel()
             self._utterance = None
             _send(channel, messages.log("Started again; the audio before is dropped"))
-        wanted = params.over(self._defaults)
-        utterance = _Utterance(channel, wanted)
+        utterance = self._utterance = self._open(channel, params.over(self._defaults))
+        if utterance.params.hands_free:
+            self._turns = self._spawn(self._hands_free(utterance))
+
+    def _open(self, channel: RTCDataChannel, params: Params) -> _Utterance:
+        utterance = _Utterance(channel, params)
         with client(self.remote):
             # `heard` also without partials: the session decodes ahead only for a listener
-            session = self._core.open_asr(wanted.request(), frontend="webrtc", on_text=utterance.heard)
+            session = self._core.open_asr(params.request(), frontend="webrtc", on_text=utterance.heard)
         utterance.begin(session, Listener(session, self._executor))
-        self._utterance = utterance
+        return utterance
 
     def _stop(self, channel: RTCDataChannel, params: Params) -> None:
         utterance = self._utterance
+        if utterance is None and self._turns is not None:
+            self._stop_next = params  # hands-free, between two turns: it stops the next turn once that opens
+            return
+        self._end_hands_free()
         if utterance is None:
             raise BadMessage("stop without start: send start first", NOT_STARTED)
         self._utterance = None
         stopped = time.perf_counter()
         _send(channel, messages.log("Doing ASR..."))
         self._spawn(self._finish(utterance, params, stopped))
+
+    def _end_hands_free(self) -> None:
+        """No next hands-free turn will start; the one in progress goes on."""
+        self._turns, self._stop_next = None, None
+        self._between.clear()
+
+    async def _hands_free(self, utterance: _Utterance) -> None:
+        """Each turn answered as `stop` would once the server ends it, then the next, while this run lasts.
+
+        The run lasts while `_turns` is this task. A session closed by someone else (`stop`'s answer, a new
+        `start`, an audio error, the connection's end) cancels the wait for its turn's end, and so this task.
+        """
+        try:
+            while True:
+                try:
+                    end = await utterance.session.turn_end()
+                except Exception:  # a bug judging the turn: hands-free ends, and `stop` answers this turn
+                    self._report_bug(utterance.channel, "ending a turn")
+                    return
+                if self._utterance is not utterance:  # stopped meanwhile: `stop` answers it
+                    return
+                self._utterance = None  # frames go to `_between` until the next turn opens
+                if end.reason == "no-speech":
+                    utterance.discard()
+                else:
+                    _send(utterance.channel, messages.turn_end(end.reason))
+                    await self._finish(utterance, Params(), end.speech_ended or time.perf_counter())
+                if self._turns is not asyncio.current_task() or self.closed:
+                    return
+                utterance = self._utterance = self._open(utterance.channel, utterance.params)
+                for frame in self._between:
+                    utterance.listener.add(frame)  # fed with the next frame
+                self._between.clear()
+                if self._stop_next is not None:  # so that each stop is answered, in order, as the client counts
+                    self._stop(utterance.channel, self._stop_next)
+                    return
+        except WisError as err:  # opening the next turn failed (e.g. its model was unloaded): the client hears
+            self._refuse(utterance.channel, err)
+        finally:
+            if self._turns is asyncio.current_task():
+                self._end_hands_free()
 
     async def _finish(self, utterance: _Utterance, params: Params, stopped: float) -> None:
         try:
@@ -327,7 +392,11 @@ class Peer:
             except MediaStreamError:  # the receiver stopped: the connection is closing
                 return
             utterance = self._utterance
-            if utterance is None or not utterance.listener.add(frame):
+            if utterance is None:
+                if self._turns is not None:  # hands-free, between two turns: the start of the next one
+                    self._between.append(frame)
+                continue
+            if not utterance.listener.add(frame):
                 continue
             try:
                 await utterance.listener.feed()
@@ -336,6 +405,11 @@ class Peer:
                     self._utterance = None
                 utterance.end(err)
                 self._refuse(utterance.channel, err)
+
+    def _report_bug(self, channel: RTCDataChannel, doing: str) -> None:
+        """Log the exception being handled, and tell the browser something went wrong."""
+        _LOGGER.exception("WebRTC connection %d: unexpected error %s", self.id, doing)
+        _send(channel, messages.error("Internal error; see the server log", "internal-error"))
 
     def _refuse(self, channel: RTCDataChannel, err: BadMessage | WisError) -> None:
         """Tell the browser what went wrong, and the log whose mistake it was."""
@@ -374,10 +448,11 @@ class Peer:
             return self._packets
         return sum(getattr(stats, "packetsReceived", 0) for stats in report.values() if stats.type == "transport")
 
-    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         task = asyncio.create_task(work)
         self._tasks.add(task)
         task.add_done_callback(self._done)
+        return task
 
     def _done(self, task: asyncio.Task[Any]) -> None:
         self._tasks.discard(task)
@@ -423,6 +498,12 @@ class _Utterance:
         self.listener.close()
         self.session.close()
         self._request.done("cancelled")
+
+    def discard(self) -> None:
+        """A hands-free turn in which nobody spoke: no utterance, not counted as one."""
+        self.listener.close()
+        self.session.close()
+        self._request.end()
 
 
 def _send(channel: RTCDataChannel, text: str, strict: bool = False) -> None:

@@ -2,11 +2,12 @@
 
 The body is `{"sdp", "type": "offer"}`, the answer `{"sdp", "type": "answer"}`
 with every candidate in it (no trickle ICE). Query parameters `model`,
-`language`, `beam_size`, `detect_language` and `partials` are the
-connection's defaults for its utterances (WIS ignored them). Errors come in
-the HTTP API's envelope: 400 for a bad body, offer or parameter, 404 for an
-unknown model, 429 with Retry-After at `--rtc-max-sessions`, 503 while the
-models load or when `--rtc-ports` has no free port.
+`language`, `beam_size`, `detect_language`, `partials`, `hands_free` and
+`vad_sensitivity` are the connection's defaults for its utterances (WIS
+ignored them). Errors come in the HTTP API's envelope: 400 for a bad body,
+offer or parameter, 404 for an unknown model, 429 with Retry-After at
+`--rtc-max-sessions`, 503 while the models load or when `--rtc-ports` has no
+free port.
 
 Everything that can be checked is checked before a connection takes a place;
 a connection that fails to be answered, or whose client leaves meanwhile, is

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import fractions
+import io
 import json
 import sys
 import time
@@ -146,7 +147,7 @@ class Client:
     ) -> Heard:
         """start, the samples at real-time pace and some silence, stop; then everything up to infer or error."""
         self.send("start", start)
-        self.track.play(np.concatenate([samples, np.zeros(int(trailing_silence * RATE), dtype=np.int16)]))
+        self.track.play(np.concatenate([samples, pause(trailing_silence)]))
         await self.track.played()
         early = []
         while not self.inbox.empty():
@@ -156,6 +157,21 @@ class Client:
         took = time.perf_counter() - stopped
         partials = [message for message in early if message["type"] == "partial"]
         return Heard(later[-1], partials, early + later, took)
+
+    async def turn(self, timeout: float = 60) -> list[dict[str, Any]]:
+        """Hands-free: the messages of the next turn the server ends, up to its infer (or error)."""
+        return await self.until("infer", "error", timeout=timeout)
+
+    async def quiet(self, seconds: float) -> list[dict[str, Any]]:
+        """Everything that comes within `seconds`."""
+        heard = []
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                heard.append(await self.receive(left))
+            except TimeoutError:
+                break
+        return heard
 
     async def detach(self) -> None:
         """As a browser's replaceTrack(null): no more audio, and an RTCP BYE for the stream."""
@@ -170,15 +186,20 @@ class Client:
         await self.pc.close()
 
 
-def speech(path: str) -> np.ndarray:
-    """A recording as 48 kHz mono int16, what a browser's microphone track carries."""
+def speech(source: str | bytes) -> np.ndarray:
+    """A recording (a path, or a file's bytes) as 48 kHz mono int16, what a browser's microphone track carries."""
     resampler = av.AudioResampler(format="s16", layout="mono", rate=RATE)
     pieces = []
-    with av.open(path) as container:
+    with av.open(io.BytesIO(source) if isinstance(source, bytes) else source) as container:
         for frame in container.decode(audio=0):
             pieces += [piece.to_ndarray()[0] for piece in resampler.resample(frame)]
     pieces += [piece.to_ndarray()[0] for piece in resampler.resample(None)]
     return np.concatenate(pieces)
+
+
+def pause(seconds: float) -> np.ndarray:
+    """Silence, as the microphone track carries it."""
+    return np.zeros(int(seconds * RATE), dtype=np.int16)
 
 
 async def _vanish(url: str) -> None:

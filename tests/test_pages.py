@@ -389,3 +389,35 @@ def test_press_to_talk_shows_partial_then_final_text(context: Browsing, tmp_path
     page.wait_for_function(
         "() => { const audio = document.getElementById('back-audio'); return audio.currentTime > 0.2 && !audio.error; }"
     )
+
+
+def test_hands_free_shows_each_sentence_when_the_speaker_pauses(context: Browsing, tmp_path: Path) -> None:
+    """One click, no button per turn: each sentence's text comes when the speaker pauses; a click on Stop ends it."""
+    page = open_page(context, "/rtc")
+    page.select_option("#model", "base")
+    page.select_option("#language", "en")
+    page.check("#hands-free")
+    assert page.locator("#talk").inner_text() == "Start hands-free"
+    pressed = time.monotonic()
+    page.click("#talk")
+    page.wait_for_selector('body[data-rtc="listening"]')
+    assert time.monotonic() - pressed < LEAD_SECONDS, "connected too late: the start of the speech was lost"
+    assert page.is_disabled("#hands-free")
+    second = "li => /modern/i.test(li.dataset.final)"  # the second sentence's text, with no click since the first
+    page.wait_for_function(f"() => [...document.querySelectorAll('#utterances li[data-final]')].some({second})")
+    assert time.monotonic() - pressed < SECOND_AT[1] + 10, "the text came long after the speaker paused"
+    assert page.get_attribute("body", "data-rtc") == "listening"  # and the next turn is listened to already
+    finals = page.locator("#utterances li[data-final]")
+    shown = [finals.nth(index) for index in reversed(range(finals.count()))]  # the list is newest first
+    heard = " ".join(final.get_attribute("data-final") or "" for final in shown)
+    assert len(shown) >= 2 and wer([f"{SPOKEN_TEXT} {SECOND_TEXT}"], [heard]) < 0.15, heard
+    for final in shown:
+        assert final.get_attribute("data-ended-by") in ("complete", "silence"), final.inner_text()
+        assert 0 < int(final.get_attribute("data-latency") or 0) < 10_000
+        assert "from the last word" in final.locator(".timing").inner_text()
+    page.screenshot(path=tmp_path / "hands-free.png", full_page=True)
+    page.click("#talk")
+    page.wait_for_selector('body[data-rtc="idle"]')
+    assert page.locator("#utterances li").count() == len(shown)  # the turn stopped with nothing said is not listed
+    assert page.is_enabled("#hands-free") and page.locator("#talk").inner_text() == "Start hands-free"
+    assert "turn ended: " in page.locator("#log").inner_text()

@@ -29,9 +29,10 @@ import pytest
 from aioice.ice import get_host_addresses
 from aiortc import RTCConfiguration, RTCPeerConnection, RTCSessionDescription
 from helpers import CORPUS, ROOT, Server, assert_clean_log, normalise, start_server, wer
-from rtc_client import Client, PlayedTrack, speech
+from rtc_client import RATE, Client, PlayedTrack, pause, speech
 
 from rtc import ice
+from rtc.messages import Params
 from rtc.track import Listener
 from wyoming_wis.config import PortRange, Settings
 
@@ -211,6 +212,8 @@ async def test_bad_messages_get_errors_and_the_connection_carries_on(rtc_server:
             client.send("start", {"model": "nope"}),
             client.send("start", {"beam_size": 99}),
             client.send("start", {"language": "xx"}),
+            client.send("start", {"hands_free": "maybe"}),
+            client.send("start", {"hands_free": True, "vad_sensitivity": "sometimes"}),
         ]
         errors = [await client.receive(10) for _ in sent]
         client.send("ping")
@@ -227,7 +230,10 @@ async def test_bad_messages_get_errors_and_the_connection_carries_on(rtc_server:
         "unknown-model",
         "bad-message",
         "unsupported-language",
+        "bad-message",
+        "bad-message",
     ], errors
+    assert "vad_sensitivity must be one of default, relaxed, aggressive" in errors[-1]["message"], errors
     assert all(error["message"] for error in errors)
     assert pong == {"type": "pong"}
     warned = [line for line in rtc_server.log.splitlines() if "WARNING" in line and "WebRTC client 127.0.0.1" in line]
@@ -240,10 +246,12 @@ async def test_bad_signalling_is_refused_in_the_error_envelope(rtc_server: Serve
         garbage = await http.post(url(rtc_server), json={"sdp": "hello", "type": "offer"})
         answer = await http.post(url(rtc_server), json={"sdp": "v=0", "type": "answer"})
         model = await http.post(url(rtc_server, "?model=nope"), json={"sdp": "v=0", "type": "offer"})
+        sensitivity = await http.post(url(rtc_server, "?hands_free=true&vad_sensitivity=x"), json={"type": "offer"})
     for response in (not_json, garbage, answer):
         assert response.status_code == 400, response.text
         assert response.json()["error"]["type"] == "invalid_request_error"
     assert model.status_code == 404 and model.json()["error"]["code"] == "unknown-model"
+    assert sensitivity.status_code == 400 and "vad_sensitivity" in sensitivity.json()["error"]["message"]
 
     no_audio = RTCPeerConnection(RTCConfiguration(iceServers=[]))
     no_audio.createDataChannel("chat")
@@ -368,6 +376,107 @@ async def test_an_ended_utterance_gives_back_its_resampler_threads() -> None:
         while graph & _thread_ids() and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
         assert not graph & _thread_ids()
+
+
+# -- hands-free -----------------------------------------------------------------------
+
+COMMANDS = ("Turn on the kitchen light.", "What time is it?")
+NOBODY = 5.5  # seconds of silence before the first command: past --no-speech-seconds (5), a turn with nothing said
+
+
+async def said(server: Server, text: str) -> np.ndarray:
+    """The server's own Piper voice saying `text`, as a browser's microphone track carries it."""
+    async with httpx.AsyncClient(timeout=60) as http:
+        answer = await http.post(f"{server.http_url}/v1/audio/speech", json={"input": text, "response_format": "wav"})
+    answer.raise_for_status()
+    return speech(answer.content)
+
+
+def seconds(*parts: np.ndarray) -> float:
+    return sum(len(part) for part in parts) / RATE
+
+
+async def test_hands_free_answers_each_turn_without_stop(rtc_server: Server, record_property) -> None:
+    """Two commands with a pause between, after a silence: one infer per command as the speaker pauses, no stop
+    sent, each the text a start/stop of the same audio gets; the silence alone is no turn. A `stop` sent as the
+    second turn ends is answered after it, in order."""
+    commands = [await said(rtc_server, text) for text in COMMANDS]
+    client = Client(url(rtc_server))
+    await client.connect()
+    try:
+        plain = [(await client.utterance(command)).text for command in commands]
+        ok = utterances(rtc_server, "ok")
+        played = [pause(NOBODY), commands[0], pause(2.0), commands[1], pause(5.0)]
+        client.send("start", {"hands_free": True})
+        began = time.monotonic()
+        client.track.play(np.concatenate(played))
+        turns = [await client.turn()]
+        ending = await client.until("turn-end")
+        client.send("stop")  # while the second turn is answered, before the next has opened: answered after it
+        turns.append(ending + await client.turn())
+        answered = time.monotonic() - began
+        last = await client.turn()
+    finally:
+        await client.close()
+
+    for turn, text in zip(turns, plain, strict=True):
+        ended = [message for message in turn if message["type"] == "turn-end"]
+        assert len(ended) == 1 and ended[0]["obj"]["reason"] in ("complete", "silence"), turn
+        assert turn[-1]["type"] == "infer" and normalise(turn[-1]["obj"]["text"]) == normalise(text), (turn, plain)
+        assert normalise(text), plain
+        assert 0 < turn[-1]["obj"]["infer_time"] < 5000, turn  # from the last word
+    assert answered < seconds(*played), "the turns came only when the audio ended"  # not at a stop
+    assert last[-1]["type"] == "infer" and last[-1]["obj"]["text"] == "", last  # the stop's turn: nothing said
+    assert not [message for message in last if message["type"] == "turn-end"], last
+    assert utterances(rtc_server, "ok") == ok + 3  # two turns and the stop's; the silence alone was none
+    record_property("last_word_to_infer_ms", [round(turn[-1]["obj"]["infer_time"]) for turn in turns])
+    print(f"hands-free turns: {[(turn[-2]['obj'], turn[-1]['obj']) for turn in turns]}")
+
+
+async def test_stop_in_hands_free_ends_the_turn_and_the_listening(rtc_server: Server) -> None:
+    """`stop` mid-command answers what was said so far at once, and no turn follows; closing mid-turn frees all."""
+    command = await said(rtc_server, "Turn on the lights in the living room and close the blinds.")
+    half = len(command) // 2
+    cancelled = utterances(rtc_server, "cancelled")
+    client = Client(url(rtc_server))
+    await client.connect()
+    try:
+        client.send("start", {"hands_free": True, "vad_sensitivity": "relaxed"})
+        client.track.play(command[:half])
+        await client.track.played()
+        client.send("stop")
+        stopped = await client.until("infer", "error")
+        client.track.play(np.concatenate([command[half:], pause(0.5), command, pause(2.0)]))
+        after = await client.quiet(seconds(command) * 1.5 + 2.0)
+        client.send("stop")
+        refused = await client.receive(10)
+        client.send("start", {"hands_free": True})  # and once more, left by a client that goes mid-turn
+        client.track.play(command)
+        await client.track.played()
+    finally:
+        await client.close()
+    assert stopped[-1]["type"] == "infer" and not [m for m in stopped if m["type"] == "turn-end"], stopped
+    words = normalise(stopped[-1]["obj"]["text"]).split()
+    assert words[:2] == ["turn", "on"] and "blinds" not in words, stopped  # what was said before the stop
+    assert not [message for message in after if message["type"] in ("partial", "turn-end", "infer")], after
+    assert refused["type"] == "error" and refused["obj"]["code"] == "not-started", refused
+    await wait_sessions(rtc_server, 0, 10)
+    assert utterances(rtc_server, "cancelled") == cancelled + 1
+    assert rtc_server.metric("wis_requests_in_progress", frontend="webrtc", route="utterance") == 0
+
+
+@pytest.mark.parametrize(
+    ("given", "end_of_turn"),
+    [
+        ({"hands_free": True}, "default"),
+        ({"hands_free": "on", "vad_sensitivity": "aggressive"}, "aggressive"),
+        ({"vad_sensitivity": "relaxed"}, None),  # a sensitivity alone is not hands-free
+        ({}, None),
+    ],
+)
+def test_hands_free_params_ask_the_server_to_end_the_turn(given: dict, end_of_turn: str | None) -> None:
+    assert Params.parse(given, "start's obj").request().end_of_turn == end_of_turn
+    assert Params.parse({"hands_free": False}, "start's obj").over(Params.parse(given, "the query")).hands_free is False
 
 
 @pytest.mark.parametrize(

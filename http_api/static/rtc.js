@@ -2,8 +2,10 @@
 //
 // Signalling: one RTCPeerConnection with the microphone track and a data channel "chat"; the offer (after ICE
 // gathering completes, no trickle) goes to POST api/rtc/asr, which answers with the server's SDP.
-// Data channel, JSON {type, message?, obj?}: the page sends start {model?, language?} / stop / ping; the server
-// sends partial {text}, infer {text, language, audio_duration, infer_time, model}, log, error {code}, pong.
+// Data channel, JSON {type, message?, obj?}: the page sends start {model?, language?, hands_free?} / stop / ping;
+// the server sends partial {text}, infer {text, language, audio_duration, infer_time, model}, log, error {code},
+// pong, and hands-free turn-end {reason} when it ends a turn (that turn's infer follows; the next turn has begun).
+// Each stop, and each turn-end, is answered by one infer or error, in order: `pending` pairs them up.
 // Between utterances the microphone is detached from the connection (replaceTrack(null)) and attached again on
 // the next start, so an open connection costs nothing while nobody talks.
 import { $, api, apiJson, fillSelect, h, say, sayError, setupKeyForm } from "./common.js";
@@ -26,6 +28,7 @@ let microphone = null; // the MediaStreamTrack, kept between utterances
 let peer = null; // {pc, channel, sender}
 let connecting = null; // the promise of a connection being made
 let talking = false; // the user is talking (start sent or about to be)
+let handsFree = false; // the talking is hands-free: the server ends each turn, one press starts and stops
 let pending = []; // utterances stopped and waiting for their final text, oldest first
 let current = null; // the utterance being spoken
 let detachTimer = null;
@@ -49,8 +52,14 @@ function setPhase(phase) {
   document.body.dataset.rtc = phase; // idle, connecting, listening, waiting
   const live = phase === "listening" || phase === "connecting";
   talkButton.setAttribute("aria-pressed", String(live));
-  talkButton.textContent =
-    phase === "connecting" ? "Connecting…" : phase === "listening" ? "Listening…" : "Hold to talk";
+  $("hands-free").disabled = live;
+  talkButton.textContent = buttonLabel(phase);
+}
+
+function buttonLabel(phase) {
+  if (phase === "connecting") return "Connecting…";
+  if (phase === "listening") return handsFree ? "Listening… (press to stop)" : "Listening…";
+  return $("hands-free").checked ? "Start hands-free" : "Hold to talk";
 }
 
 function showConnection(text, kind) {
@@ -204,9 +213,10 @@ function options() {
 async function startTalking() {
   if (talking) return;
   talking = true;
+  handsFree = $("hands-free").checked;
   clearTimeout(detachTimer);
   say(state, "");
-  const utterance = { element: null, partials: 0, stopAt: 0, started: false, stopWanted: false };
+  const utterance = newUtterance();
   current = utterance;
   setPhase("connecting");
   try {
@@ -223,13 +233,34 @@ async function startTalking() {
     return;
   }
   if (current !== utterance) return; // the connection closed meanwhile
-  utterance.element = h("li", { dataset: { partials: "0" } }, h("span", { class: "text" }, "…"), h("span", { class: "timing" }));
-  $("utterances").prepend(utterance.element);
-  send({ type: "start", obj: options() });
+  show(utterance);
+  const obj = handsFree ? { ...options(), hands_free: true } : options();
+  send({ type: "start", obj });
   utterance.started = true;
-  log(`start ${JSON.stringify(options())}`);
+  log(`start ${JSON.stringify(obj)}`);
   setPhase("listening");
   if (utterance.stopWanted) stopTalking();
+}
+
+function newUtterance() {
+  return { element: null, partials: 0, stopAt: 0, started: false, stopWanted: false, handsFree, endedBy: null };
+}
+
+/** The utterance's line in the list, newest first: "…" until text comes. */
+function show(utterance) {
+  utterance.element = h("li", { dataset: { partials: "0" } }, h("span", { class: "text" }, "…"), h("span", { class: "timing" }));
+  $("utterances").prepend(utterance.element);
+}
+
+/** Hands-free: the server ended the turn being spoken; its text follows, and the next turn is being listened to. */
+function turnEnded(reason) {
+  log(`turn ended: ${reason}`);
+  if (!talking || !current || !current.started) return; // stopped meanwhile: the stop is answered instead
+  current.endedBy = reason;
+  pending.push(current);
+  current = newUtterance();
+  current.started = true;
+  show(current);
 }
 
 function stopTalking() {
@@ -273,7 +304,7 @@ function press() {
 }
 
 function release() {
-  if (pressStarted && performance.now() - pressedAt >= HOLD_MS) stopTalking();
+  if (pressStarted && !handsFree && performance.now() - pressedAt >= HOLD_MS) stopTalking();
   pressStarted = false;
 }
 
@@ -291,6 +322,9 @@ function received(data) {
   switch (message.type) {
     case "partial":
       partial(obj.text || "");
+      break;
+    case "turn-end":
+      turnEnded(obj.reason);
       break;
     case "infer":
       final(obj);
@@ -335,22 +369,28 @@ function partial(text) {
 
 function final(result) {
   const utterance = pending.shift();
-  const latency = utterance ? Math.round(performance.now() - utterance.stopAt) : null;
   const text = (result.text || "").trim();
+  let latency = null;
+  if (utterance) {
+    latency = Math.round(utterance.endedBy ? result.infer_time : performance.now() - utterance.stopAt);
+  }
   $("partial").textContent = "";
-  if (utterance && utterance.element) {
+  if (utterance && utterance.element && utterance.handsFree && !text) {
+    utterance.element.remove(); // the turn in progress when hands-free was stopped, with nothing said
+  } else if (utterance && utterance.element) {
     const element = utterance.element;
     element.querySelector(".text").textContent = text || "(nothing heard)";
     const timing = [
-      latency !== null ? `latency ${latency} ms` : null,
+      utterance.endedBy ? `latency ${latency} ms from the last word (${utterance.endedBy})` : `latency ${latency} ms`,
       result.audio_duration !== undefined ? `${(result.audio_duration / 1000).toFixed(1)} s of audio` : null,
-      result.infer_time !== undefined ? `server ${Math.round(result.infer_time)} ms` : null,
+      result.infer_time !== undefined && !utterance.endedBy ? `server ${Math.round(result.infer_time)} ms` : null,
       result.model || null,
       result.language || null,
       `${utterance.partials} partial${utterance.partials === 1 ? "" : "s"}`,
     ];
     element.querySelector(".timing").textContent = timing.filter(Boolean).join(" · ");
     Object.assign(element.dataset, { final: text, latency: String(latency), partials: String(utterance.partials) });
+    if (utterance.endedBy) element.dataset.endedBy = utterance.endedBy;
   }
   log(`infer: ${text} (${latency} ms)`);
   if (!pending.length && !talking) setPhase("idle");
@@ -451,6 +491,9 @@ document.addEventListener("keyup", (event) => {
   release();
 });
 $("model").addEventListener("change", () => fillSelect($("language"), languagesFor($("model").value)));
+$("hands-free").addEventListener("change", () => {
+  if (!talking) talkButton.textContent = buttonLabel(document.body.dataset.rtc);
+});
 $("disconnect").addEventListener("click", disconnect);
 window.addEventListener("pagehide", () => disconnect());
 
