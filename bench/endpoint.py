@@ -24,8 +24,8 @@ shared/corpus's); paused commands, whose words before the pause are not a comple
 ... ten minutes"), each at three speeds, and the LJ clips cut mid-sentence after a function word, with 0.3-0.8 s
 of silence inserted at that word boundary (found with faster-whisper's word timestamps, placed at the quietest
 10 ms between the two words); long requests of 10-15 s (Piper, and pairs of LJ clips). Each clip's last speech
-sample is its last word's end (word timestamps) refined by energy: the last 10 ms louder than 35 dB under the
-clip's speech level.
+sample is its last word's end (word timestamps) refined by energy: the end of the last 10 ms louder than 35 dB
+under the clip's speech level; a paused clip's speech resumes at the first such 10 ms after the pause.
 
 A turn is a false cut when it ended (`audio-stop` sent, or the transcript came) before the last speech sample
 was sent: on the paused commands, before the speech after the pause was complete. A cut turn has no
@@ -37,8 +37,10 @@ STAGGER_SECONDS apart, to ours (default) and to HA default path + ours; each one
 against the same clip's alone. The issue's target: the end-of-turn work for one delays another's transcript by
 no more than 50 ms.
 
-Prints a Markdown report and writes bench/results/endpoint-<timestamp>.json. The full run takes about an hour
-(real-time streaming: every clip once per system); `--quick` takes a few clips per kind.
+Prints a Markdown report and writes bench/results/endpoint-<timestamp>.json. The full run streams 114 clips
+(7.3 min of audio) to each of the six systems in real time: about 65 min, plus 6 to make the corpus the first
+time; `--only ours,ha-ours,concurrency` about 35 min; `--quick` (three clips of each kind but one long, one group
+of satellites) about 5.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
+from faster_whisper import WhisperModel
 from wyoming.asr import Transcribe, VadSensitivity
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.client import AsyncTcpClient
@@ -130,7 +133,7 @@ FUNCTION_WORDS = {"the", "a", "an", "of", "to", "in", "for", "with", "by", "on",
 CONCURRENT = (2, 4)  # satellites streaming at once
 STAGGER_SECONDS = 0.5  # between their starts
 GROWTH_TARGET_S = 0.05  # the issue's limit on how much one satellite's end of turn may delay another's transcript
-CORPUS_VERSION = "1"  # bump when the way clips are made changes, to rebuild the cache
+CORPUS_VERSION = "2"  # bump when the way clips are made changes, to rebuild the cache
 
 PAUSED = [  # "|" marks the pause; the words before it are not a complete request
     "Set a timer for | ten minutes.",
@@ -178,7 +181,7 @@ class Clip:
     seconds: float
     last_speech_s: float  # the end of the last speech sample
     pause_s: float | None = None  # paused: the silence inserted
-    resume_s: float | None = None  # paused: where the audio after the pause starts
+    resume_s: float | None = None  # paused: where the speech after the pause starts
 
     def pcm(self, folder: Path) -> Pcm:
         return decode_audio(folder / self.file)
@@ -206,7 +209,7 @@ def piper_sources(data_dir: Path) -> list[Source]:
 
     sources = []
     for number, text in enumerate(COMMANDS):  # two of the three speeds each, in turn
-        for scale in (SCALES[number % 3], SCALES[(number + 1) % 3]):
+        for scale in (SCALES[number % len(SCALES)], SCALES[(number + 1) % len(SCALES)]):
             name = f"cmd{number:02d}x{scale:g}"
             sources.append(Source(name, "plain", f"piper x{scale:g}", spoken(name, text, scale)))
     for number, marked in enumerate(PAUSED):
@@ -241,7 +244,7 @@ class Word:
     end: float
 
 
-def words_of(model: object, pcm: Pcm) -> list[Word]:
+def words_of(model: WhisperModel, pcm: Pcm) -> list[Word]:
     """faster-whisper's word timestamps (English, beam 5)."""
     samples = np.frombuffer(pcm.audio, dtype=np.int16).astype(np.float32) / 32768
     segments, _ = model.transcribe(samples, language="en", beam_size=5, word_timestamps=True)
@@ -256,16 +259,29 @@ def frame_db(pcm: Pcm) -> np.ndarray:
     return 20 * np.log10(np.sqrt(np.mean(frames**2, axis=1)) + 1e-9)
 
 
+def speech_frames(pcm: Pcm) -> np.ndarray:
+    """Which 10 ms frames are at speech level: at most SPEECH_DB_BELOW under the clip's loud frames."""
+    levels = frame_db(pcm)
+    return levels > np.percentile(levels, 95) - SPEECH_DB_BELOW
+
+
 def last_speech(pcm: Pcm, word_end: float) -> float:
     """Where the speech ends: the end of the last frame at speech level up to shortly after the last word's end
     (Whisper's word ends are only roughly right; the search stops there so a later click does not count)."""
-    levels = frame_db(pcm)
-    loud = levels > np.percentile(levels, 95) - SPEECH_DB_BELOW
-    limit = min(len(levels), int((word_end + 0.3) / FRAME_SECONDS))
-    found = np.flatnonzero(loud[:limit])
+    loud = speech_frames(pcm)
+    found = np.flatnonzero(loud[: int((word_end + 0.3) / FRAME_SECONDS)])
     if not len(found):
         raise ValueError(f"no speech before {word_end:.2f} s")
-    return (found[-1] + 1) * FRAME_SECONDS
+    return float(found[-1] + 1) * FRAME_SECONDS
+
+
+def next_speech(pcm: Pcm, offset: int) -> float:
+    """Where the speech resumes after the sample offset `offset`: the start of the next frame at speech level."""
+    frame = offset // (int(FRAME_SECONDS * RATE) * WIDTH)
+    found = np.flatnonzero(speech_frames(pcm)[frame:])
+    if not len(found):
+        raise ValueError(f"no speech after {offset / (RATE * WIDTH):.2f} s")
+    return float(frame + found[0]) * FRAME_SECONDS
 
 
 def quietest_cut(pcm: Pcm, start: float, end: float) -> int:
@@ -304,9 +320,9 @@ def make_clip(source: Source, words: Sequence[Word], folder: Path) -> Clip:
     if source.prefix is not None and source.pause_s is not None:
         index = pause_after(words, source.prefix)
         cut = quietest_cut(pcm, words[index].end - 0.05, words[index + 1].start + 0.05)
-        pcm = Pcm(pcm.audio[:cut]) + silence(source.pause_s) + Pcm(pcm.audio[cut:])
         pause_s = source.pause_s
-        resume_s = LEAD_SECONDS + cut / (RATE * WIDTH) + pause_s
+        resume_s = LEAD_SECONDS + pause_s + next_speech(pcm, cut)
+        pcm = Pcm(pcm.audio[:cut]) + silence(pause_s) + Pcm(pcm.audio[cut:])
         end += pause_s
     pcm = lead + pcm
     file = f"{source.name}.wav"
@@ -357,8 +373,8 @@ def quick_pick(clips: Sequence[Clip]) -> list[Clip]:
 def ha_stops(clips: Sequence[Clip], folder: Path) -> tuple[dict[str, tuple[int | None, bool]], str]:
     """Per clip, the chunk at which Home Assistant's VAD ends the command (and whether its cap did), by
     bench/ha_vad.py in the Home Assistant venv; and that Home Assistant's version."""
-    venv = subprocess.run(
-        [str(ROOT / "tests" / "ha" / "env.sh"), HA_VERSION], check=True, capture_output=True, text=True, cwd=ROOT
+    venv = subprocess.run(  # its progress, if it has to build the venv, on our stderr
+        [str(ROOT / "tests" / "ha" / "env.sh"), HA_VERSION], check=True, stdout=subprocess.PIPE, text=True, cwd=ROOT
     ).stdout.strip()
     files = [str(folder / clip.file) for clip in clips]
     argv = [f"{venv}/bin/python", str(Path(__file__).with_name("ha_vad.py")), "--tail", str(TAIL_SECONDS), *files]
@@ -432,17 +448,19 @@ async def start_servers(
         run[f"{name}_argv"] = argv
         run["requires_external_vad"][name] = await external_vad(port)
 
+    def ours(port: int) -> list[str]:  # HTTP on loopback and a port of its own: two of ours may run
+        return [*ours_argv(args, port, data_dir), "--http-host", HOST, "--http-port", str(free_port())]
+
     if needed & {"ours", "ours-external"}:
         port = free_port()
-        await start("ours", ours_argv(args, port, data_dir), port, args.ours_src)
+        await start("ours", ours(port), port, args.ours_src)
         if "ours-external" in needed:
             if run["requires_external_vad"]["ours"]:
                 log("ours already requires an external VAD: it serves the HA default path too")
                 ports["ours-external"] = ports["ours"]
             else:
                 port = free_port()
-                argv = [*ours_argv(args, port, data_dir), "--external-vad"]
-                await start("ours-external", argv, port, args.ours_src)
+                await start("ours-external", [*ours(port), "--external-vad"], port, args.ours_src)
         run["ours"] = {name: dist_version(name) for name in ("wyoming-wis", "faster-whisper", "ctranslate2")}
         run["ours_src"] = str(args.ours_src)
     if needed & {"peer", "peer-endpointing"}:
@@ -658,7 +676,7 @@ def verdicts(summary: Sequence[dict]) -> list[dict]:
             ("WER <= HA default path + ours (all)", everything["wer"], fmt_pct, lambda v: v <= baseline + 1e-9),
         ]
         for target, value, show, check in checks:
-            judged = None if value is None or (target.startswith("WER") and baseline is None) else check(value)
+            judged = None if value is None or (target.startswith("WER") and baseline is None) else bool(check(value))
             out.append({"system": label, "target": target, "value": show(value), "pass": judged})
     return out
 
@@ -723,11 +741,18 @@ def print_report(document: dict, out: Path) -> None:
                 f"| {fmt_s(row['median_growth_s'])} | {fmt_s(p95)} | {fmt_s(row['max_growth_s'])} | {judged} |"
             )
     wrong = [t for t in document["turns"] if t["error"] or t["cut"]]
+    clips = {clip["name"]: clip for clip in corpus}
     if wrong:
         print(f"\n## Cut turns and errors ({len(wrong)})\n")
-        for turn in wrong:
-            what = "cut" if turn["cut"] else turn["error"]
-            print(f"- {turn['system']}, {turn['clip']} ({turn['phase']}): {what}: {markdown_cell(turn['text'] or '')}")
+    for turn in wrong:
+        clip, what = clips[turn["clip"]], turn["error"]
+        if turn["cut"]:
+            stopped = turn["stop_s"] is not None
+            event, at = ("audio-stop", turn["stop_s"]) if stopped else ("transcript", turn["transcript_s"])
+            resumed = "" if clip["resume_s"] is None else f", the speech resumed at {clip['resume_s']:.2f} s"
+            what = f"{event} at {at:.2f} s{resumed}, the last speech at {clip['last_speech_s']:.2f} s"
+        print(f"- {turn['system']}, {turn['clip']} ({turn['phase']}): {what}")
+        print(f"  - said: {markdown_cell(turn['reference'])}; heard: {markdown_cell(turn['text'] or '')}")
     background = document["background_cpu_share"]
     print(f"\nOther processes used {background:.0%} of the CPUs during the run.")
     print(f"Runtime: {document['runtime_s'] / 60:.1f} min. JSON: {out}")
