@@ -62,7 +62,6 @@ from faster_whisper import WhisperModel
 from wyoming.asr import Transcribe, VadSensitivity
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.client import AsyncTcpClient
-from wyoming.info import Describe, Info
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from accuracy import load_engine, piper_speaker  # noqa: E402  (bench/ is not a package)
@@ -106,6 +105,7 @@ from common import (  # noqa: E402
     offline_env,
     percentile,
     run_and_record,
+    server_info,
     silence,
     start_server,
     stop_servers,
@@ -410,18 +410,10 @@ CONCURRENCY_SYSTEMS = ("ours (default)", "HA default path + ours")
 
 async def external_vad(port: int) -> bool:
     """The server's own word on who ends the turn: its ASR program's `requires_external_vad`."""
-    client = AsyncTcpClient(HOST, port)
-    await client.connect()
-    try:
-        await client.write_event(Describe().event())
-        while True:
-            event = await asyncio.wait_for(client.read_event(), 10)
-            if event is None:
-                raise RuntimeError("connection closed before info")
-            if Info.is_type(event.type):
-                return Info.from_event(event).asr[0].requires_external_vad
-    finally:
-        await client.disconnect()
+    info = await server_info(port)
+    if info is None:
+        raise RuntimeError(f"the server on port {port} closed the connection before its info")
+    return info.asr[0].requires_external_vad
 
 
 async def start_servers(
