@@ -564,6 +564,11 @@ async def warm_up(bench: Bench, systems: Sequence[System], clip: Clip) -> None:
             raise RuntimeError(f"{server} failed its warm-up request: {result.error}")
 
 
+def outcome(turn: Turn) -> str:
+    """A turn in a progress line: its latency, or what went wrong."""
+    return "cut" if turn.cut else turn.error or fmt_s(turn.latency_s)
+
+
 async def alone_phase(bench: Bench, systems: Sequence[System], clips: Sequence[Clip]) -> list[Turn]:
     """Each clip to each system in turn, the first system rotating so that all share the machine's noise."""
     turns = []
@@ -573,25 +578,26 @@ async def alone_phase(bench: Bench, systems: Sequence[System], clips: Sequence[C
         for system in [*systems[shift:], *systems[:shift]]:
             turn = await bench.turn(system, clip, "alone")
             turns.append(turn)
-            outcome = "cut" if turn.cut else turn.error or fmt_s(turn.latency_s)
-            line.append(f"{system.label} {outcome}")
+            line.append(f"{system.label} {outcome(turn)}")
         log(f"[{index + 1}/{len(clips)} {clip.kind} {clip.name}] " + ", ".join(line))
     return turns
 
 
 async def concurrency_phase(bench: Bench, systems: Sequence[System], clips: Sequence[Clip], groups: int) -> list[Turn]:
-    """Groups of N satellites at once, started STAGGER_SECONDS apart, each at real-time pace; per system."""
+    """Groups of N satellites at once, started STAGGER_SECONDS apart, each at real-time pace; per system. The
+    clips (plain and paused) are spread evenly over the corpus."""
     pool = [clip for clip in clips if clip.kind != "long"]
     turns = []
     for satellites in CONCURRENT:
+        picks = groups * satellites
         for group in range(groups):
-            chosen = [pool[(group * satellites + j) % len(pool)] for j in range(satellites)]
+            chosen = [pool[(group * satellites + j) * len(pool) // picks] for j in range(satellites)]
             for system in systems:
                 phase = f"{satellites} at once"
                 together = [bench.turn(system, clip, phase, j * STAGGER_SECONDS) for j, clip in enumerate(chosen)]
                 done = await asyncio.gather(*together)
                 turns += done
-                outcomes = ", ".join(f"{t.clip} {t.error or fmt_s(t.latency_s)}" for t in done)
+                outcomes = ", ".join(f"{turn.clip} {outcome(turn)}" for turn in done)
                 log(f"[{phase}, group {group + 1}/{groups}] {system.label}: {outcomes}")
     return turns
 
