@@ -166,20 +166,29 @@ def _cached(kind: str, text: str, make: Callable[[], bytes]) -> Pcm:
     return decode_audio(path)
 
 
-def piper_recordings(data_dir: Path) -> list[Recording]:
-    """The commands spoken by the bundled Piper voice, resampled to 16 kHz by PyAV."""
+def piper_speaker(data_dir: Path) -> Callable[[str, float | None], bytes]:
+    """`speak(text, length_scale)`: WAV bytes in the bundled Piper voice's rate (None: the voice's own pace).
+
+    The voice loads on the first call, so a corpus already cached never loads it.
+    """
     voice = None
 
-    def speak(text: str) -> bytes:
+    def speak(text: str, length_scale: float | None = None) -> bytes:
+        from piper import PiperVoice, SynthesisConfig
+
         nonlocal voice
         if voice is None:
-            from piper import PiperVoice
-
             voice = PiperVoice.load(str(Catalog([data_dir], allow_download=False).voice(VOICE).path))
-        chunks = list(voice.synthesize(text))
+        chunks = list(voice.synthesize(text, SynthesisConfig(length_scale=length_scale)))
         audio = b"".join(chunk.audio_int16_bytes for chunk in chunks)
         return wav_bytes(audio, chunks[0].sample_rate, 2, 1)
 
+    return speak
+
+
+def piper_recordings(data_dir: Path) -> list[Recording]:
+    """The commands spoken by the bundled Piper voice, resampled to 16 kHz by PyAV."""
+    speak = piper_speaker(data_dir)
     return [
         Recording(f"cmd{number:02d}", text, _cached("piper", text, lambda text=text: speak(text)))
         for number, text in enumerate(COMMANDS)

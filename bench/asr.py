@@ -249,7 +249,7 @@ class Result:
 
 
 @dataclass
-class _Marks:
+class Marks:
     """What the reader task saw, as perf_counter times."""
 
     final: float | None = None
@@ -259,7 +259,7 @@ class _Marks:
     error: str | None = None
 
 
-async def _read_until_transcript(client: AsyncTcpClient, marks: _Marks) -> None:
+async def read_until_transcript(client: AsyncTcpClient, marks: Marks) -> None:
     """Read events while audio is still being sent; stop at the final `transcript` (or an error)."""
     while True:
         event = await client.read_event()
@@ -303,7 +303,7 @@ async def transcribe(
     read to `transcript`."""
     result = Result(server, phase, recording.name, recording.pcm.seconds, recording.text)
     audio = recording.pcm + silence(trailing_silence) if trailing_silence > 0 else recording.pcm
-    marks = _Marks()
+    marks = Marks()
     begin = time.perf_counter()
     client = AsyncTcpClient(HOST, port)
     reader: asyncio.Task | None = None
@@ -311,7 +311,7 @@ async def transcribe(
     stop_sent: float | None = None
     try:
         await asyncio.wait_for(client.connect(), timeout)
-        reader = asyncio.create_task(_read_until_transcript(client, marks))
+        reader = asyncio.create_task(read_until_transcript(client, marks))
         await client.write_event(Transcribe(language=language).event())
         await client.write_event(AudioStart(RATE, WIDTH, 1).event())
         audio_start = time.perf_counter()

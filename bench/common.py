@@ -30,7 +30,7 @@ from pathlib import Path
 import av
 import numpy as np
 from wyoming.client import AsyncTcpClient
-from wyoming.info import Describe
+from wyoming.info import Describe, Info
 from wyoming.tts import Synthesize
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -278,6 +278,22 @@ async def synthesize_wav(port: int, text: str, timeout: float = 120) -> bytes:
     if fmt is None:
         raise RuntimeError(f"synthesis of {text!r} sent no audio-start")
     return wav_bytes(bytes(audio), *fmt)
+
+
+async def server_info(port: int, timeout: float = 10) -> Info | None:
+    """What a ready server advertises (`describe`, then its `info`); None if it closes the connection first."""
+    client = AsyncTcpClient(HOST, port)
+    await client.connect()
+    try:
+        await client.write_event(Describe().event())
+        while True:
+            event = await asyncio.wait_for(client.read_event(), timeout)
+            if event is None:
+                return None
+            if Info.is_type(event.type):
+                return Info.from_event(event)
+    finally:
+        await client.disconnect()
 
 
 def cache_key(*parts: str) -> str:

@@ -38,7 +38,6 @@ from pathlib import Path
 import numpy as np
 from wyoming.audio import AudioChunk
 from wyoming.client import AsyncTcpClient
-from wyoming.info import Describe, Info
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -65,6 +64,7 @@ from common import (  # noqa: E402  (bench/ is not a package)
     ratio_at_most,
     render_table,
     run_and_record,
+    server_info,
     start_server,
     stop_servers,
     venv_versions,
@@ -785,19 +785,9 @@ def peer_requirements() -> list[str]:
 
 async def describe(port: int) -> dict:
     """What a server advertises for TTS: streaming support and its voices."""
-    client = AsyncTcpClient(HOST, port)
-    await client.connect()
-    try:
-        await client.write_event(Describe().event())
-        while True:
-            event = await asyncio.wait_for(client.read_event(), 10)
-            if event is None:
-                return {}
-            if event.type == "info":
-                break
-    finally:
-        await client.disconnect()
-    info = Info.from_event(event)
+    info = await server_info(port)
+    if info is None:
+        return {}
     return {
         "programs": [
             {
