@@ -358,11 +358,12 @@ def build_corpus(args: argparse.Namespace) -> list[Clip]:
     return clips
 
 
-def quick_pick(clips: Sequence[Clip]) -> list[Clip]:
-    """A few clips of each kind, spread over the kind (speeds, Piper and LJ)."""
+def pick(clips: Sequence[Clip], share: float | None = None) -> list[Clip]:
+    """Some clips of each kind, spread over the kind (speeds, Piper and LJ): `share` of them, or a few (--quick)."""
     picked = []
-    for kind, count in QUICK_PER_KIND.items():
+    for kind, few in QUICK_PER_KIND.items():
         mine = [clip for clip in clips if clip.kind == kind]
+        count = few if share is None else max(1, round(share * len(mine)))
         picked += [mine[int(index)] for index in np.round(np.linspace(0, len(mine) - 1, count))] if mine else []
     return picked
 
@@ -762,6 +763,7 @@ def print_report(document: dict, out: Path) -> None:
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="A few clips per kind and one group: a smoke run")
+    parser.add_argument("--share", type=float, default=1.0, help="Stream this share of each kind's clips. Default: 1")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--threads", type=int, default=2, help="CPU threads per server (--cpu-threads). Default: 2")
     parser.add_argument("--beam-size", type=int, default=5)
@@ -784,8 +786,8 @@ async def run(args: argparse.Namespace, stack: ExitStack) -> dict:
     load = BackgroundLoad()
     clips = build_corpus(args)
     folder = corpus_folder()
-    if args.quick:
-        clips = quick_pick(clips)
+    if args.quick or args.share < 1:
+        clips = pick(clips, None if args.quick else args.share)
     systems = [system for system in SYSTEMS if system.key in args.phases]
     stops, home_assistant = ha_stops(clips, folder) if any(s.ha_vad for s in systems) else ({}, None)
     ports, versions, servers = await start_servers(args, systems, stack)
@@ -812,7 +814,8 @@ async def run(args: argparse.Namespace, stack: ExitStack) -> dict:
 
 def main() -> None:
     args = parse_args()
-    settings = {key: getattr(args, key) for key in ("device", "threads", "beam_size", "compute_type", "groups")}
+    keys = ("device", "threads", "beam_size", "compute_type", "groups", "share")
+    settings = {key: getattr(args, key) for key in keys}
     settings.update(quick=args.quick, phases=args.phases)
     run_and_record(lambda stack: run(args, stack), settings, args.out, print_report)
 

@@ -189,5 +189,5 @@ def test_growth_is_against_the_same_clip_alone() -> None:
 
 def test_quick_picks_each_kind_across_its_clips() -> None:
     clips = [Clip(f"{kind}{n}", kind, "", "", "", 1.0, 1.0) for kind in endpoint.KINDS for n in range(10)]
-    picked = endpoint.quick_pick(clips)
+    picked = endpoint.pick(clips)
     assert [c.name for c in picked] == ["plain0", "plain4", "plain9", "paused0", "paused4", "paused9", "long0"]
