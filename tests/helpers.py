@@ -125,9 +125,16 @@ class Server:
 
 
 def assert_clean_log(log: str) -> None:
-    """No crash, traceback or orphaned task anywhere in a server's log."""
+    """No crash, traceback or orphaned task anywhere in a server's log.
+
+    The message starts with the lines around the first sign (a long log is cut short in CI's summary), then the log.
+    """
     for sign in ("Traceback", "exception was never retrieved", "Task was destroyed", "ERROR"):
-        assert sign not in log, f"{sign!r} in server log:\n{log}"
+        if sign in log:
+            lines = log.splitlines()
+            first = next(index for index, line in enumerate(lines) if sign in line)
+            around = "\n".join(lines[max(0, first - 5) : first + 40])
+            raise AssertionError(f"{sign!r} in server log, at line {first + 1}:\n{around}\n\nThe whole log:\n{log}")
 
 
 def start_server(
