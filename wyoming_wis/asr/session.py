@@ -220,7 +220,8 @@ class AsrSession:
             except WisError as err:  # busy: what is said so far is scored at the end
                 _LOGGER.debug("No partial transcript: %s", err)
                 continue
-            if self._patience is not None and not self._finishing and self._live():  # a file is not a speaker
+            # a file is not a speaker: not even its first second, which the slack for a live client's buffers lets in
+            if self._patience is not None and not self._finishing and self._live(slack=0.0):
                 try:
                     end = await self._judge(audio)
                 except WisError as err:  # e.g. busy: the turn is judged again later, or ends on silence
@@ -322,10 +323,10 @@ class AsrSession:
             return False  # maybe the end, or a turn the session judges itself: keep the model free for the pause
         return samples - decoded_at >= interval * WHISPER_RATE
 
-    def _live(self) -> bool:
-        """Whether audio arrives at about the pace it was spoken."""
+    def _live(self, slack: float = _LIVE_SLACK) -> bool:
+        """Whether audio arrives at about the pace it was spoken, give or take `slack` seconds of it."""
         elapsed = time.monotonic() - (self._first_audio or time.monotonic())
-        return self.seconds <= LIVE_RATE * elapsed + _LIVE_SLACK
+        return self.seconds <= LIVE_RATE * elapsed + slack
 
     async def _transcribe(self, audio: np.ndarray) -> Transcript:
         """Decode the speech in `audio`, or reuse the last result if its pieces are the same."""
