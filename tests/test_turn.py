@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from wyoming_wis.asr.turn import PATIENCE, sounds_complete
+from wyoming_wis.asr.decoder import Word
+from wyoming_wis.asr.turn import GUESS_START, PATIENCE, guessed_ending, sounds_complete
 from wyoming_wis.requests import SENSITIVITIES
 
 pytestmark = pytest.mark.fast
@@ -18,6 +19,8 @@ pytestmark = pytest.mark.fast
         "What time is it?",
         "Set a timer for 10 minutes",  # Home Assistant's replies and users' words come without a full stop
         "Turn it off please",
+        "Switch the fan off.",
+        "Set the thermostat to 21 degrees.",  # a verb that needs no particle
     ],
 )
 def test_whole_requests_sound_complete(text: str) -> None:
@@ -32,6 +35,8 @@ def test_whole_requests_sound_complete(text: str) -> None:
         "Add milk and",
         "What's the weather in...",
         "Turn on the kitchen,",
+        "Turn the volume.",  # ... down to four: "turn" and "switch" are not done without on, off, up or down
+        "switch the fan",
         "Um",
         "",
         " . ",
@@ -40,6 +45,17 @@ def test_whole_requests_sound_complete(text: str) -> None:
 def test_open_ended_words_do_not(text: str) -> None:
     assert not sounds_complete(text, "en")
     assert not sounds_complete(text, None)  # a language not named is judged as English too
+
+
+def test_a_last_word_that_begins_where_the_speech_ends_was_guessed() -> None:
+    """Whisper heard "Open the" and wrote "Open the gate.": the made-up word begins at the end of the speech."""
+    said = [Word(0.30, 0.52, " Open"), Word(0.52, 0.70, " the")]
+    end = 0.74  # seconds: where the VAD heard the speech end
+    assert not guessed_ending(said, end)
+    assert guessed_ending([*said, Word(end - GUESS_START / 2, end + 0.1, " gate.")], end)
+    # a said word may be aligned to end well after the speech ("30%"); it began long before the end
+    assert not guessed_ending([*said, Word(end - 0.6, end + 0.3, " 30%.")], end)
+    assert not guessed_ending([], end)
 
 
 def test_other_languages_are_left_to_the_model_and_the_silence() -> None:

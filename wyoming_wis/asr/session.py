@@ -45,8 +45,8 @@ from ..audio import WHISPER_RATE, AudioFormat, PcmConverter
 from ..budget import Hold
 from ..errors import AudioTooLong, WisError
 from ..scheduler import patience
-from .turn import PATIENCE, Reason, TurnEnd, TurnLimits, sounds_complete
-from .vad import PAD, Piece, SpeechDetector
+from .turn import PATIENCE, Reason, TurnEnd, TurnLimits, guessed_ending, sounds_complete
+from .vad import PAD, WINDOW, Piece, SpeechDetector
 
 if TYPE_CHECKING:
     from .decoder import Decoded, Options
@@ -54,7 +54,7 @@ if TYPE_CHECKING:
 
 _LOGGER = logging.getLogger(__name__)
 
-VAD_STEP = int(0.064 * WHISPER_RATE)  # score new audio in steps of this many samples (two of the VAD's windows)
+VAD_STEP = WINDOW  # score new audio a VAD window at a time: a pause is seen as soon as it can be
 MIN_INTERVAL = 1.0  # seconds of audio between partial decodes, at the least
 QUIET = int(0.1 * WHISPER_RATE)  # silence after which no draft starts: the speaker may be done
 LIVE_RATE = 1.5  # audio arriving faster than this times real time is a file
@@ -87,7 +87,8 @@ class AsrSession:
         sensitivity) the session ends the turn itself, within `limits`, asking `turn_model` when there is one.
         """
         self.engine = engine
-        self.options = options
+        # a turn is judged on its words' times too (aligned to the text decoded, which they do not change)
+        self.options = dataclasses.replace(options, words=True) if end_of_turn else options
         self.frontend = frontend
         self.max_seconds = max_seconds
         self.hold = hold
@@ -284,7 +285,11 @@ class AsrSession:
         transcript, probability = await asyncio.gather(
             self._transcribe(_padded(audio, end)), self._probability(_padded(audio, end, TURN_PAD))
         )
-        complete = probability >= self._patience.threshold and sounds_complete(transcript.text, transcript.language)
+        complete = (
+            probability >= self._patience.threshold
+            and sounds_complete(transcript.text, transcript.language)
+            and not guessed_ending(transcript.words, end / WHISPER_RATE)
+        )
         _LOGGER.debug(
             "Judged a pause after %.2f s of silence in %.2f s: %r, turn model %.2f: %s",
             silence,
