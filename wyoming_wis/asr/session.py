@@ -45,7 +45,7 @@ from ..audio import WHISPER_RATE, AudioFormat, PcmConverter
 from ..budget import Hold
 from ..errors import AudioTooLong, WisError
 from ..scheduler import patience
-from .turn import PATIENCE, Reason, TurnEnd, TurnLimits, guessed_ending, sounds_complete
+from .turn import PATIENCE, Reason, TurnEnd, TurnLimits, judged_complete
 from .vad import PAD, WINDOW, Piece, SpeechDetector
 
 if TYPE_CHECKING:
@@ -285,16 +285,15 @@ class AsrSession:
         transcript, probability = await asyncio.gather(
             self._transcribe(_padded(audio, end)), self._probability(_padded(audio, end, TURN_PAD))
         )
-        complete = (
-            probability >= self._patience.threshold
-            and sounds_complete(transcript.text, transcript.language)
-            and not guessed_ending(transcript.words, end / WHISPER_RATE)
-        )
+        text, language, words = transcript.text, transcript.language, transcript.words
+        complete = judged_complete(text, language, words, end / WHISPER_RATE, probability, self._patience.threshold)
         _LOGGER.debug(
-            "Judged a pause after %.2f s of silence in %.2f s: %r, turn model %.2f: %s",
+            "Judged a pause after %.2f s of silence in %.2f s: %r (last word from %.2f s before the end), turn model"
+            " %.2f: %s",
             silence,
             time.perf_counter() - started,
-            transcript.text,
+            text,
+            end / WHISPER_RATE - words[-1].start if words else float("nan"),
             probability,
             "complete" if complete else "not complete",
         )

@@ -79,10 +79,11 @@ _TRAILING_OFF = re.compile(r"(\.\.\.|…|,|;|:|-)\s*$")  # Whisper writes a sent
 
 # Whisper, given speech that stops mid-request, often finishes the sentence itself ("open the" became "Open the
 # gate.", "set a timer for" "set a timer for it."): the word it makes up begins right where the speech ends. A word
-# that was said begins earlier: on bench/endpoint.py's corpus, every last word of a whole request began 0.14 s or
-# more before the speech ended, and the made-up ones 0.04-0.08 s. (Their ends tell less: the alignment stretches
-# a said "30%" well into the silence after it.)
-GUESS_START = 0.1  # seconds: a last word that begins closer than this to the end of the speech was guessed
+# that was said begins earlier. On bench/turn_signals.py's corpus every last word of a whole request began 0.144 s
+# or more before the speech ended ("What time is it?" said quickly), and the made-up ones 0.016-0.132 s. Judging a
+# said word made up costs only the wait for the silence; the other mistake cuts a command in two. (Their ends
+# tell less: the alignment stretches a said "30%" well into the silence after it.)
+GUESS_START = 0.14  # seconds: a last word that begins closer than this to the end of the speech was guessed
 
 
 def sounds_complete(text: str, language: str | None) -> bool:
@@ -100,3 +101,11 @@ def sounds_complete(text: str, language: str | None) -> bool:
 def guessed_ending(words: Sequence[Word], speech_end: float) -> bool:
     """Whether the last word (times in seconds, as `speech_end`) is one Whisper made up rather than heard."""
     return bool(words) and words[-1].start > speech_end - GUESS_START
+
+
+def judged_complete(
+    text: str, language: str | None, words: Sequence[Word], speech_end: float, probability: float, threshold: float
+) -> bool:
+    """The verdict on a pause: the turn model hears the speaker done (`probability` of at least `threshold`), the
+    words can be a whole request, and the last of them was heard, not guessed."""
+    return probability >= threshold and sounds_complete(text, language) and not guessed_ending(words, speech_end)

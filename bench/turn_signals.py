@@ -1,0 +1,199 @@
+"""What the end of the turn is judged on, at every pause of bench/endpoint.py's corpus (issue 23), offline.
+
+bench/endpoint.py times whole turns in real time (30-65 min). This looks at the judgement alone, in about ten
+minutes, so that a change to the rules of wyoming_wis/asr/turn.py can be weighed before it is timed. For every
+clip, at every place the VAD hears the speech stop for at least the default sensitivity's `check`, it does what
+`AsrSession` does there: decode the audio so far with the silence after the speech padded as the session pads it
+(with word times), ask the turn model, and apply the rules (the model's probability, the words, a last word that
+begins where the speech ends). A clip's last pause is its whole request: judged complete, the turn ends at once;
+not complete, it waits for the silence (1 s). Any earlier pause lasting longer than a judgement takes (LONG_PAUSE)
+that is judged complete would be a false cut in real time.
+
+    .venv/bin/python bench/turn_signals.py [--kinds plain,paused,long]
+
+Prints a Markdown report and writes bench/results/turn-signals-<timestamp>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+from contextlib import ExitStack
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from accuracy import load_engine  # noqa: E402  (bench/ is not a package)
+from common import CACHE, log, run_and_record  # noqa: E402
+from endpoint import KINDS, build_corpus, corpus_folder  # noqa: E402
+
+from wyoming_wis.asr.engine import WhisperEngine  # noqa: E402
+from wyoming_wis.asr.session import TURN_PAD, _padded  # noqa: E402
+from wyoming_wis.asr.turn import PATIENCE, guessed_ending, judged_complete, sounds_complete  # noqa: E402
+from wyoming_wis.asr.turn_model import TurnEngine  # noqa: E402
+from wyoming_wis.asr.vad import THRESHOLD, WINDOW, SpeechDetector  # noqa: E402
+from wyoming_wis.audio import WHISPER_RATE  # noqa: E402
+from wyoming_wis.catalog import Catalog  # noqa: E402
+from wyoming_wis.requests import AsrRequest  # noqa: E402
+
+LONG_PAUSE = 0.4  # seconds of silence: about a judgement's time on 2 cores; a shorter pause resumes before it ends
+SENSITIVITY = "default"
+
+
+@dataclass
+class Pause:
+    """One place the speech stopped, and how it was judged there."""
+
+    clip: str
+    kind: str
+    last: bool  # the clip's last pause: its whole request was said
+    at: float  # seconds: where the speech stopped
+    silence: float  # seconds until the speech resumed (or the clip ended)
+    text: str
+    probability: float  # the turn model's
+    words_complete: bool
+    last_word_lead: float | None  # seconds from the last word's start to the end of the speech
+    guessed: bool
+    complete: bool  # all three judges agree: the turn would end here
+
+
+def pauses(probs: np.ndarray, check: int) -> list[tuple[int, int]]:
+    """(end of speech, silence after it) in samples, for each stop of at least `check` samples of silence."""
+    speech = probs >= THRESHOLD
+    out = []
+    for index in np.flatnonzero(speech[:-1] & ~speech[1:]) + 1:
+        after = np.flatnonzero(speech[index:])
+        silence = (int(after[0]) if len(after) else len(speech) - index) * WINDOW
+        if silence >= check:
+            out.append((int(index) * WINDOW, silence))
+    return out
+
+
+async def judge(
+    whisper: WhisperEngine, turn: TurnEngine, audio: np.ndarray, end: int, check: int
+) -> tuple[str, float, list]:
+    """The session's judgement of a stop at `end`, made `check` samples of silence later."""
+    heard = audio[: end + check]
+    judged = _padded(heard, end)
+    detector = SpeechDetector()
+    detector.update(judged)
+    options = whisper.options(AsrRequest(language="en", words=True))
+    transcript = await whisper.transcribe_pieces(judged, detector, detector.pieces(len(judged)), options, {})
+    probability = await turn.complete(_padded(heard, end, TURN_PAD))
+    return transcript.text, probability, transcript.words
+
+
+async def run(args: argparse.Namespace, _: ExitStack) -> dict:
+    clips = [clip for clip in build_corpus(args) if clip.kind in args.kinds]
+    folder = corpus_folder()
+    patience = PATIENCE[SENSITIVITY]
+    check = int(patience.check * WHISPER_RATE)
+    found = Catalog([args.data_dir], allow_download=False).turn_model("auto")
+    if found is None:
+        raise SystemExit("the turn model is not installed (run.sh installs it)")
+    whisper, turn = load_engine(args), TurnEngine(found)
+    turn.warm_up()
+    judged: list[Pause] = []
+    try:
+        for number, clip in enumerate(clips, 1):
+            samples = np.frombuffer(clip.pcm(folder).audio, dtype="<i2").astype(np.float32) / 32768
+            audio = np.concatenate([samples, np.zeros(2 * WHISPER_RATE, dtype=np.float32)])
+            detector = SpeechDetector()
+            detector.update(audio)
+            stops = pauses(detector._probs, check)  # the scores themselves: where the session would judge
+            for index, (end, silence) in enumerate(stops):
+                text, probability, words = await judge(whisper, turn, audio, end, check)
+                lead = end / WHISPER_RATE - words[-1].start if words else None
+                words_complete, guessed = sounds_complete(text, "en"), guessed_ending(words, end / WHISPER_RATE)
+                complete = judged_complete(text, "en", words, end / WHISPER_RATE, probability, patience.threshold)
+                last = index == len(stops) - 1
+                pause = Pause(
+                    clip.name,
+                    clip.kind,
+                    last,
+                    end / WHISPER_RATE,
+                    silence / WHISPER_RATE,
+                    text,
+                    probability,
+                    words_complete,
+                    lead,
+                    guessed,
+                    complete,
+                )
+                judged.append(pause)
+            log(f"[{number}/{len(clips)} {clip.name}] {len(stops)} pauses")
+    finally:
+        whisper.close()
+        turn.close()
+    return {"sensitivity": SENSITIVITY, "long_pause_s": LONG_PAUSE, "pauses": [asdict(p) for p in judged]}
+
+
+def why_not(pause: dict, threshold: float) -> str:
+    reasons = []
+    if pause["probability"] < threshold:
+        reasons.append(f"model {pause['probability']:.2f}")
+    if not pause["words_complete"]:
+        reasons.append("words")
+    if pause["guessed"]:
+        reasons.append("guessed last word")
+    return ", ".join(reasons)
+
+
+def print_report(document: dict, out: Path) -> None:
+    threshold = PATIENCE[document["sensitivity"]].threshold
+    rows = document["pauses"]
+    last = [row for row in rows if row["last"]]
+    inside = [row for row in rows if not row["last"] and row["silence"] >= document["long_pause_s"]]
+    print(f"# Turn signals ({document['sensitivity']} sensitivity)\n")
+    print(f"    {document['command']}\n")
+    ended = [row for row in last if row["complete"]]
+    print(f"Whole requests judged complete at their last pause: **{len(ended)} of {len(last)}**; the rest wait for")
+    print("the silence:\n")
+    for row in last:
+        if not row["complete"]:
+            print(f"- {row['clip']}: {why_not(row, threshold)}: {row['text'][-60:]!r}")
+    cuts = [row for row in inside if row["complete"]]
+    long_pause = document["long_pause_s"]
+    print(f"\nPauses inside a request of {long_pause} s or more: {len(inside)}; judged complete (each a false cut):")
+    print(f"**{len(cuts)}**\n")
+    for row in inside:
+        verdict = "CUT" if row["complete"] else f"kept open ({why_not(row, threshold)})"
+        print(f"- {row['clip']} after {row['silence']:.2f} s: {verdict}: {row['text'][-60:]!r}")
+    leads = [row["last_word_lead"] for row in last if row["last_word_lead"] is not None and not row["guessed"]]
+    guessed = [row["last_word_lead"] for row in rows if row["guessed"] and not row["last"]]
+    if leads:
+        print(f"\nLast word's start before the end of the speech: whole requests at least {min(leads):.3f} s;")
+    if guessed:
+        print(f"guessed words inside a request {min(guessed):.3f}-{max(guessed):.3f} s.")
+    print(f"\nJSON: {out}")
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--kinds", default=",".join(KINDS), help=f"Comma-separated kinds of {', '.join(KINDS)}")
+    parser.add_argument("--threads", type=int, default=2, help="CPU threads for Whisper. Default: 2")
+    parser.add_argument("--out", type=Path, help="JSON results. Default: bench/results/turn-signals-<timestamp>.json")
+    args = parser.parse_args(argv)
+    args.kinds = [kind.strip() for kind in args.kinds.split(",") if kind.strip()]
+    if unknown := set(args.kinds) - set(KINDS):
+        parser.error(f"unknown kind(s) {', '.join(sorted(unknown))}")
+    args.data_dir = CACHE / "data"  # as bench/endpoint.py: the bundled model and voice, and the corpus
+    args.device, args.compute_type = "cpu", "int8"
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    args.out = args.out or Path(__file__).resolve().parent / "results" / f"turn-signals-{stamp}.json"
+    return args
+
+
+def main() -> None:
+    args = parse_args()
+    run_and_record(
+        lambda stack: run(args, stack), {"kinds": args.kinds, "threads": args.threads}, args.out, print_report
+    )
+
+
+if __name__ == "__main__":
+    main()
