@@ -31,6 +31,7 @@ from accuracy import load_engine  # noqa: E402  (bench/ is not a package)
 from common import CACHE, log, run_and_record  # noqa: E402
 from endpoint import KINDS, build_corpus, corpus_folder  # noqa: E402
 
+from wyoming_wis.asr.assemble import Transcript  # noqa: E402
 from wyoming_wis.asr.engine import WhisperEngine  # noqa: E402
 from wyoming_wis.asr.session import TURN_PAD, _padded  # noqa: E402
 from wyoming_wis.asr.turn import PATIENCE, guessed_ending, judged_complete, sounds_complete  # noqa: E402
@@ -75,7 +76,7 @@ def pauses(probs: np.ndarray, check: int) -> list[tuple[int, int]]:
 
 async def judge(
     whisper: WhisperEngine, turn: TurnEngine, audio: np.ndarray, end: int, check: int
-) -> tuple[str, float, list]:
+) -> tuple[Transcript, float]:
     """The session's judgement of a stop at `end`, made `check` samples of silence later."""
     heard = audio[: end + check]
     judged = _padded(heard, end)
@@ -83,8 +84,7 @@ async def judge(
     detector.update(judged)
     options = whisper.options(AsrRequest(language="en", words=True))
     transcript = await whisper.transcribe_pieces(judged, detector, detector.pieces(len(judged)), options, {})
-    probability = await turn.complete(_padded(heard, end, TURN_PAD))
-    return transcript.text, probability, transcript.words
+    return transcript, await turn.complete(_padded(heard, end, TURN_PAD))
 
 
 async def run(args: argparse.Namespace, _: ExitStack) -> dict:
@@ -106,10 +106,11 @@ async def run(args: argparse.Namespace, _: ExitStack) -> dict:
             detector.update(audio)
             stops = pauses(detector._probs, check)  # the scores themselves: where the session would judge
             for index, (end, silence) in enumerate(stops):
-                text, probability, words = await judge(whisper, turn, audio, end, check)
+                transcript, probability = await judge(whisper, turn, audio, end, check)
+                text, words = transcript.text, transcript.words
                 lead = end / WHISPER_RATE - words[-1].start if words else None
                 words_complete, guessed = sounds_complete(text, "en"), guessed_ending(words, end / WHISPER_RATE)
-                complete = judged_complete(text, "en", words, end / WHISPER_RATE, probability, patience.threshold)
+                complete = judged_complete(transcript, end / WHISPER_RATE, probability, patience.threshold)
                 last = index == len(stops) - 1
                 pause = Pause(
                     clip.name,

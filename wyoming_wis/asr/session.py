@@ -54,7 +54,8 @@ if TYPE_CHECKING:
 
 _LOGGER = logging.getLogger(__name__)
 
-VAD_STEP = WINDOW  # score new audio a VAD window at a time: a pause is seen as soon as it can be
+VAD_STEP = 2 * WINDOW  # score new audio in steps of this many samples, to pace drafts
+TURN_VAD_STEP = WINDOW  # where the session ends the turn: a window at a time, to see a pause as soon as it can
 MIN_INTERVAL = 1.0  # seconds of audio between partial decodes, at the least
 QUIET = int(0.1 * WHISPER_RATE)  # silence after which no draft starts: the speaker may be done
 LIVE_RATE = 1.5  # audio arriving faster than this times real time is a file
@@ -108,6 +109,7 @@ class AsrSession:
         self._first_audio: float | None = None
         self._finishing = False
         self._patience = PATIENCE[end_of_turn] if end_of_turn else None
+        self._vad_step = TURN_VAD_STEP if end_of_turn else VAD_STEP
         self._limits = limits or TurnLimits(max_speech=max_seconds, no_speech=max_seconds)
         self._turn_model = turn_model
         self._turn: asyncio.Future[TurnEnd] = asyncio.get_running_loop().create_future()
@@ -214,7 +216,7 @@ class AsrSession:
             await self._arrived.wait()
             self._arrived.clear()
             audio = self.audio()
-            if self._finishing or len(audio) - self._detector.scored < VAD_STEP:
+            if self._finishing or len(audio) - self._detector.scored < self._vad_step:
                 continue
             try:
                 await self.engine.score(self._detector, audio)
@@ -285,14 +287,14 @@ class AsrSession:
         transcript, probability = await asyncio.gather(
             self._transcribe(_padded(audio, end)), self._probability(_padded(audio, end, TURN_PAD))
         )
-        text, language, words = transcript.text, transcript.language, transcript.words
-        complete = judged_complete(text, language, words, end / WHISPER_RATE, probability, self._patience.threshold)
+        complete = judged_complete(transcript, end / WHISPER_RATE, probability, self._patience.threshold)
+        words = transcript.words
         _LOGGER.debug(
             "Judged a pause after %.2f s of silence in %.2f s: %r (last word from %.2f s before the end), turn model"
             " %.2f: %s",
             silence,
             time.perf_counter() - started,
-            text,
+            transcript.text,
             end / WHISPER_RATE - words[-1].start if words else float("nan"),
             probability,
             "complete" if complete else "not complete",

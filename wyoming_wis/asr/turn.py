@@ -7,9 +7,8 @@ decodes what was said (the decode the transcript needs anyway) and asks the
 turn-taking model (Smart Turn) whether the speaker sounds done. Words that
 cannot end a request, a last word Whisper guessed rather than heard, or a model
 that hears more coming keep the turn open until a longer silence; anything else
-ends it at once. Three limits end every
-turn: that longer silence, the most speech one turn may hold, and a wait for
-speech that never starts.
+ends it at once. Three limits end every turn: that longer silence, the most
+speech one turn may hold, and a wait for speech that never starts.
 """
 
 from __future__ import annotations
@@ -17,10 +16,13 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from ..requests import SENSITIVITIES
 from .decoder import Word
+
+if TYPE_CHECKING:
+    from .assemble import Transcript
 
 Reason = Literal["complete", "silence", "max-speech", "no-speech"]
 
@@ -103,9 +105,11 @@ def guessed_ending(words: Sequence[Word], speech_end: float) -> bool:
     return bool(words) and words[-1].start > speech_end - GUESS_START
 
 
-def judged_complete(
-    text: str, language: str | None, words: Sequence[Word], speech_end: float, probability: float, threshold: float
-) -> bool:
-    """The verdict on a pause: the turn model hears the speaker done (`probability` of at least `threshold`), the
-    words can be a whole request, and the last of them was heard, not guessed."""
-    return probability >= threshold and sounds_complete(text, language) and not guessed_ending(words, speech_end)
+def judged_complete(transcript: Transcript, speech_end: float, probability: float, threshold: float) -> bool:
+    """The verdict on a pause, from its decode (with word times): the turn model hears the speaker done
+    (`probability` of at least `threshold`), the words can be a whole request, and the last was heard, not guessed."""
+    return (
+        probability >= threshold
+        and sounds_complete(transcript.text, transcript.language)
+        and not guessed_ending(transcript.words, speech_end)
+    )
