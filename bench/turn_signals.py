@@ -5,9 +5,10 @@ minutes, so that a change to the rules of wyoming_wis/asr/turn.py can be weighed
 clip, at every place the VAD hears the speech stop for at least the default sensitivity's `check`, it does what
 `AsrSession` does there: decode the audio so far with the silence after the speech padded as the session pads it
 (with word times), ask the turn model, and apply the rules (the model's probability, the words, a last word that
-begins where the speech ends). A clip's last pause is its whole request: judged complete, the turn ends at once;
-not complete, it waits for the silence (1 s). Any earlier pause lasting longer than a judgement takes (LONG_PAUSE)
-that is judged complete would be a false cut in real time.
+begins where the speech ends). Where only the model was not sure, and the pause lasts the sensitivity's `recheck`,
+the model listens again to the audio up to then. A clip's last pause is its whole request: judged complete, the
+turn ends at once (or at the second listen); not complete, it waits for the silence (1 s). Any earlier pause
+lasting longer than a judgement takes (LONG_PAUSE) that is judged complete would be a false cut in real time.
 
     .venv/bin/python bench/turn_signals.py [--kinds plain,paused,long]
 
@@ -34,7 +35,14 @@ from endpoint import KINDS, build_corpus, corpus_folder  # noqa: E402
 from wyoming_wis.asr.assemble import Transcript  # noqa: E402
 from wyoming_wis.asr.engine import WhisperEngine  # noqa: E402
 from wyoming_wis.asr.session import TURN_PAD, _padded  # noqa: E402
-from wyoming_wis.asr.turn import PATIENCE, guessed_ending, judged_complete, sounds_complete  # noqa: E402
+from wyoming_wis.asr.turn import (  # noqa: E402
+    PATIENCE,
+    RECHECK_THRESHOLD,
+    guessed_ending,
+    heard_whole,
+    judged_complete,
+    sounds_complete,
+)
 from wyoming_wis.asr.turn_model import TurnEngine  # noqa: E402
 from wyoming_wis.asr.vad import THRESHOLD, WINDOW, SpeechDetector  # noqa: E402
 from wyoming_wis.audio import WHISPER_RATE  # noqa: E402
@@ -60,6 +68,8 @@ class Pause:
     last_word_lead: float | None  # seconds from the last word's start to the end of the speech
     guessed: bool
     complete: bool  # all three judges agree: the turn would end here
+    second_probability: float | None  # the turn model's at the second listen, if there was one
+    complete_later: bool  # the turn would end at the second listen
 
 
 def pauses(probs: np.ndarray, check: int) -> list[tuple[int, int]]:
@@ -91,7 +101,7 @@ async def run(args: argparse.Namespace, _: ExitStack) -> dict:
     clips = [clip for clip in build_corpus(args) if clip.kind in args.kinds]
     folder = corpus_folder()
     patience = PATIENCE[SENSITIVITY]
-    check = int(patience.check * WHISPER_RATE)
+    check, recheck = int(patience.check * WHISPER_RATE), int(patience.recheck * WHISPER_RATE)
     found = Catalog([args.data_dir], allow_download=False).turn_model("auto")
     if found is None:
         raise SystemExit("the turn model is not installed (run.sh installs it)")
@@ -112,6 +122,9 @@ async def run(args: argparse.Namespace, _: ExitStack) -> dict:
                 words_complete, guessed = sounds_complete(text, "en"), guessed_ending(words, end / WHISPER_RATE)
                 complete = judged_complete(transcript, end / WHISPER_RATE, probability, patience.threshold)
                 last = index == len(stops) - 1
+                second = None
+                if not complete and heard_whole(transcript, end / WHISPER_RATE) and (last or silence >= recheck):
+                    second = await turn.complete(audio[: end + recheck])
                 pause = Pause(
                     clip.name,
                     clip.kind,
@@ -124,6 +137,8 @@ async def run(args: argparse.Namespace, _: ExitStack) -> dict:
                     lead,
                     guessed,
                     complete,
+                    second,
+                    second is not None and second >= RECHECK_THRESHOLD,
                 )
                 judged.append(pause)
             log(f"[{number}/{len(clips)} {clip.name}] {len(stops)} pauses")
@@ -141,6 +156,8 @@ def why_not(pause: dict, threshold: float) -> str:
         reasons.append("words")
     if pause["guessed"]:
         reasons.append("guessed last word")
+    if pause["second_probability"] is not None:
+        reasons.append(f"second listen {pause['second_probability']:.2f}")
     return ", ".join(reasons)
 
 
@@ -151,18 +168,23 @@ def print_report(document: dict, out: Path) -> None:
     inside = [row for row in rows if not row["last"] and row["silence"] >= document["long_pause_s"]]
     print(f"# Turn signals ({document['sensitivity']} sensitivity)\n")
     print(f"    {document['command']}\n")
-    ended = [row for row in last if row["complete"]]
-    print(f"Whole requests judged complete at their last pause: **{len(ended)} of {len(last)}**; the rest wait for")
-    print("the silence:\n")
+    ended, later = sum(row["complete"] for row in last), sum(row["complete_later"] for row in last)
+    recheck = PATIENCE[document["sensitivity"]].recheck
+    print(f"Whole requests judged complete at their last pause: **{ended} of {len(last)}**, and {later} more at the")
+    print(f"second listen ({recheck} s); the rest wait for the silence:\n")
     for row in last:
         if not row["complete"]:
-            print(f"- {row['clip']}: {why_not(row, threshold)}: {row['text'][-60:]!r}")
-    cuts = [row for row in inside if row["complete"]]
+            verdict = "ended at the second listen" if row["complete_later"] else why_not(row, threshold)
+            print(f"- {row['clip']}: {verdict}: {row['text'][-60:]!r}")
+    cuts = [row for row in inside if row["complete"] or row["complete_later"]]
     long_pause = document["long_pause_s"]
     print(f"\nPauses inside a request of {long_pause} s or more: {len(inside)}; judged complete (each a false cut):")
     print(f"**{len(cuts)}**\n")
     for row in inside:
-        verdict = "CUT" if row["complete"] else f"kept open ({why_not(row, threshold)})"
+        if row["complete"] or row["complete_later"]:
+            verdict = "CUT" if row["complete"] else "CUT at the second listen"
+        else:
+            verdict = f"kept open ({why_not(row, threshold)})"
         print(f"- {row['clip']} after {row['silence']:.2f} s: {verdict}: {row['text'][-60:]!r}")
     leads = [row["last_word_lead"] for row in last if row["last_word_lead"] is not None and not row["guessed"]]
     guessed = [row["last_word_lead"] for row in rows if row["guessed"] and not row["last"]]

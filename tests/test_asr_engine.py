@@ -1,5 +1,5 @@
 """The ASR pipeline in-process with the real Whisper base: VAD pieces, short windows and their
-fallback, micro-batching, long audio, idle unload."""
+fallback, micro-batching, long audio, idle unload, the end of a turn."""
 
 from __future__ import annotations
 
@@ -15,8 +15,11 @@ from helpers import CORPUS, corpus, load_audio, normalise, wer
 from wyoming_wis.asr import WhisperEngine
 from wyoming_wis.asr import decoder as decoder_module
 from wyoming_wis.asr.decoder import Job, Options
-from wyoming_wis.asr.session import _StableText
+from wyoming_wis.asr.session import AsrSession, _StableText
+from wyoming_wis.asr.turn import PATIENCE
 from wyoming_wis.asr.vad import LEAD, PAD, SpeechDetector
+from wyoming_wis.audio import AudioFormat
+from wyoming_wis.budget import MemoryBudget
 from wyoming_wis.catalog import Catalog
 from wyoming_wis.requests import AsrRequest
 from wyoming_wis.runtime import Runtime
@@ -278,3 +281,42 @@ def test_stable_text_sends_agreed_words_once() -> None:
     revised = _StableText()
     revised.update("Turn of the", final=True)
     assert revised.update("Turn off the light.", final=True) == ""  # cannot take back what was sent
+
+
+@pytest.mark.parametrize(("second", "reason"), [(0.95, "complete"), (0.6, "silence")])
+async def test_a_whole_request_the_turn_model_doubted_is_heard_again(
+    engine: WhisperEngine, second: float, reason: str
+) -> None:
+    """Smart Turn scored whole commands ("What's the temperature inside?") 0.01-0.06 a moment into the pause;
+    their words were whole, so it listens again at `recheck`, and only a sure answer then ends the turn early."""
+    heard: list[int] = []  # samples the turn model was given, at each call
+
+    async def turn_model(audio: np.ndarray) -> float:
+        heard.append(len(audio))
+        return 0.1 if len(heard) == 1 else second
+
+    speech = samples(CORPUS / "LJ001-0002.flac")  # "in being comparatively modern."
+    pcm = (np.concatenate([silence(0.3), speech, silence(2)]) * 32767).astype("<i2").tobytes()
+    patience = PATIENCE["default"]
+    options = engine.options(AsrRequest(language="en"))
+    hold = MemoryBudget(1 << 30).hold()
+    session = AsrSession(
+        engine, options, frontend="test", max_seconds=30, hold=hold, end_of_turn="default", turn_model=turn_model
+    )
+    async with session:
+        turn = asyncio.ensure_future(session.turn_end())
+        chunk, started = 640, asyncio.get_running_loop().time()  # 20 ms, at the pace it was spoken
+        for offset in range(0, len(pcm), chunk):
+            if turn.done():
+                break
+            await asyncio.sleep(max(0, started + offset / 32000 - asyncio.get_running_loop().time()))
+            await session.feed(pcm[offset : offset + chunk], AudioFormat(RATE, 2, 1))
+        end = await turn
+        transcript = await session.finish()
+    assert end.reason == reason
+    assert len(heard) == 2  # the first look, and once more: a doubt is not heard again and again
+    listened_after = (heard[1] - heard[0]) / RATE  # the first call heard 0.2 s (TURN_PAD) of the silence
+    assert listened_after >= patience.recheck - 0.2 - patience.check
+    assert normalise(transcript.text) == "in being comparatively modern"
+    if reason == "complete":  # at the second listen, before the silence would have ended it
+        assert end.samples < (0.3 + len(speech) / RATE + patience.silence) * RATE

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from wyoming_wis.asr.decoder import Word
-from wyoming_wis.asr.turn import GUESS_START, PATIENCE, guessed_ending, sounds_complete
+from wyoming_wis.asr.turn import GUESS_START, PATIENCE, RECHECK_THRESHOLD, guessed_ending, sounds_complete
 from wyoming_wis.requests import SENSITIVITIES
 
 pytestmark = pytest.mark.fast
@@ -37,6 +37,8 @@ def test_whole_requests_sound_complete(text: str) -> None:
         "Turn on the kitchen,",
         "Turn the volume.",  # ... down to four: "turn" and "switch" are not done without on, off, up or down
         "switch the fan",
+        "has never",  # ... been surpassed: an adverb that leads into the verb
+        "Make it very",
         "Um",
         "",
         " . ",
@@ -73,4 +75,5 @@ def test_patience_grows_with_relaxed_and_shrinks_with_aggressive() -> None:
     assert aggressive.check <= default.check <= relaxed.check
     assert aggressive.threshold < default.threshold < relaxed.threshold
     for patience in PATIENCE.values():
-        assert 0 < patience.check < patience.silence
+        assert 0 < patience.check < patience.recheck < patience.silence
+        assert patience.threshold < RECHECK_THRESHOLD <= 1  # the second listen, after more silence, is stricter

@@ -45,7 +45,7 @@ from ..audio import WHISPER_RATE, AudioFormat, PcmConverter
 from ..budget import Hold
 from ..errors import AudioTooLong, WisError
 from ..scheduler import patience
-from .turn import PATIENCE, Reason, TurnEnd, TurnLimits, judged_complete
+from .turn import PATIENCE, RECHECK_THRESHOLD, Reason, TurnEnd, TurnLimits, heard_whole, judged_complete
 from .vad import PAD, WINDOW, Piece, SpeechDetector
 
 if TYPE_CHECKING:
@@ -114,6 +114,7 @@ class AsrSession:
         self._turn_model = turn_model
         self._turn: asyncio.Future[TurnEnd] = asyncio.get_running_loop().create_future()
         self._judged: int | None = None  # the end of speech whose pause was judged last
+        self._doubted: int | None = None  # ... if its words were whole but the turn model heard more coming
         self._kept: np.ndarray | None = None  # the audio of a turn the session ended
         self._arrivals: deque[tuple[int, float]] = deque(maxlen=_ARRIVALS)  # (samples kept, when)
 
@@ -260,7 +261,8 @@ class AsrSession:
 
         A pause is judged on sense once it has lasted the sensitivity's `check`, with the decode the transcript
         needs anyway: judged complete, it ends the turn at once, keeping the audio it was judged on (so that
-        decode is the transcript). Any pause ends it at the sensitivity's `silence`.
+        decode is the transcript). Its words whole but the turn model not sure, the model listens again at the
+        sensitivity's `recheck`. Any pause ends it at the sensitivity's `silence`.
         """
         assert self._patience is not None
         samples, start, end = len(audio), self._detector.speech_start(), self._detector.speech_end()
@@ -271,10 +273,19 @@ class AsrSession:
         silence = (samples - end) / WHISPER_RATE
         if silence >= self._patience.silence:
             return self._ended("silence", samples, end)
-        if silence < self._patience.check or self._judged == end:
+        if silence < self._patience.check:
             return None
-        self._judged = end
-        if not await self._sounds_complete(audio, end, silence):
+        if self._judged != end:
+            self._judged = end
+            if not await self._sounds_complete(audio, end, silence):
+                return None
+        elif self._doubted == end and silence >= self._patience.recheck:
+            self._doubted = None
+            probability = await self._probability(audio)
+            _LOGGER.debug("Listened again after %.2f s of silence: turn model %.2f", silence, probability)
+            if probability < RECHECK_THRESHOLD:
+                return None
+        else:
             return None
         await self.engine.score(self._detector, self.audio())  # what came while judging: the speaker may go on
         resumed = self._detector.speech_end()  # speech inside the audio judged (a word's tail) was decoded with it
@@ -288,6 +299,7 @@ class AsrSession:
             self._transcribe(_padded(audio, end)), self._probability(_padded(audio, end, TURN_PAD))
         )
         complete = judged_complete(transcript, end / WHISPER_RATE, probability, self._patience.threshold)
+        self._doubted = end if not complete and heard_whole(transcript, end / WHISPER_RATE) else None
         words = transcript.words
         _LOGGER.debug(
             "Judged a pause after %.2f s of silence in %.2f s: %r (last word from %.2f s before the end), turn model"

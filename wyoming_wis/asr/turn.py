@@ -6,9 +6,12 @@ waits the full 0.7 s. Here a short pause is only a moment to look: the session
 decodes what was said (the decode the transcript needs anyway) and asks the
 turn-taking model (Smart Turn) whether the speaker sounds done. Words that
 cannot end a request, a last word Whisper guessed rather than heard, or a model
-that hears more coming keep the turn open until a longer silence; anything else
-ends it at once. Three limits end every turn: that longer silence, the most
-speech one turn may hold, and a wait for speech that never starts.
+that hears more coming keep the turn open; anything else ends it at once. Where
+only the model heard more coming, it listens again once the pause has gone on
+(`recheck`): a whole request followed by that much silence is usually done,
+whatever its tone, and the model, hearing the silence too, mostly says so.
+Three limits end every turn: a longer silence, the most speech one turn may
+hold, and a wait for speech that never starts.
 """
 
 from __future__ import annotations
@@ -34,6 +37,9 @@ class Patience:
     # Seconds of silence before the turn is judged on its sense (its words, the turn model): two of the VAD's
     # windows. It finds one-window gaps between words all the time, and each judgement costs a decode.
     check: float
+    # Seconds of silence after which a pause whose words were whole and heard, but which the turn model did not
+    # hear as the end, is heard again: at RECHECK_THRESHOLD it ends the turn.
+    recheck: float
     silence: float  # seconds of silence that end any turn, complete-sounding or not
     threshold: float  # the turn model's probability of a complete turn that counts as one
 
@@ -41,11 +47,14 @@ class Patience:
 # Home Assistant waits 0.25, 0.7 and 1.25 s of silence for these; judged on sense, a complete command ends much
 # sooner, and a command that is not complete yet may pause longer than that without being cut.
 PATIENCE: dict[str, Patience] = {
-    "default": Patience(check=0.064, silence=1.0, threshold=0.7),
-    "relaxed": Patience(check=0.2, silence=1.5, threshold=0.85),
-    "aggressive": Patience(check=0.064, silence=0.6, threshold=0.5),
+    "default": Patience(check=0.064, recheck=0.6, silence=1.0, threshold=0.7),
+    "relaxed": Patience(check=0.2, recheck=1.0, silence=1.5, threshold=0.85),
+    "aggressive": Patience(check=0.064, recheck=0.4, silence=0.6, threshold=0.5),
 }
 assert tuple(PATIENCE) == SENSITIVITIES
+# After a longer silence the model hears most pauses as ends, pauses inside a request too (pipecat's note: after
+# 0.5 s every command it scored, whole or cut off, was 0.81 or more): the second listen must be surer.
+RECHECK_THRESHOLD = 0.9
 
 
 @dataclass(frozen=True)
@@ -66,11 +75,13 @@ class TurnEnd:
 
 
 # English words a request does not end on: articles, possessives, prepositions that are not particles ("turn it
-# on" ends on "on"), conjunctions, auxiliaries, and fillers. Other languages: the turn model and the silence judge.
+# on" ends on "on"), conjunctions, adverbs that lead into another word ("has never"), auxiliaries, and fillers.
+# Other languages: the turn model and the silence judge.
 _OPEN_ENDED = frozenset(
     """a an the my your our their his her its these those some every another
-    to for of at with from into onto about by than via per towards
+    to for of at with from into onto about by than via per towards as
     and or but because if when while whether
+    very quite rather just never
     is are was were can could would should will shall may might must
     um uh erm hmm er""".split()
 )
@@ -105,11 +116,12 @@ def guessed_ending(words: Sequence[Word], speech_end: float) -> bool:
     return bool(words) and words[-1].start > speech_end - GUESS_START
 
 
+def heard_whole(transcript: Transcript, speech_end: float) -> bool:
+    """Whether a pause's decode (with word times) can be a whole request, its last word heard, not guessed."""
+    return sounds_complete(transcript.text, transcript.language) and not guessed_ending(transcript.words, speech_end)
+
+
 def judged_complete(transcript: Transcript, speech_end: float, probability: float, threshold: float) -> bool:
-    """The verdict on a pause, from its decode (with word times): the turn model hears the speaker done
-    (`probability` of at least `threshold`), the words can be a whole request, and the last was heard, not guessed."""
-    return (
-        probability >= threshold
-        and sounds_complete(transcript.text, transcript.language)
-        and not guessed_ending(transcript.words, speech_end)
-    )
+    """The verdict on a pause: its words are whole (`heard_whole`) and the turn model hears the speaker done
+    (`probability` of at least `threshold`)."""
+    return probability >= threshold and heard_whole(transcript, speech_end)
