@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Generator
+from concurrent.futures import CancelledError
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +17,8 @@ import pytest
 from helpers import corpus, load_audio
 
 from wyoming_wis.asr import assemble
-from wyoming_wis.asr.decoder import Decoded, Word
+from wyoming_wis.asr.batcher import Batcher
+from wyoming_wis.asr.decoder import Decoded, Job, Options, Word
 from wyoming_wis.audio import AudioFormat, PcmConverter
 from wyoming_wis.catalog import Catalog
 from wyoming_wis.config import Settings
@@ -78,6 +80,39 @@ async def test_scheduler_bounds_its_queue_and_frees_slots_when_calls_end() -> No
     finally:
         release.set()
         scheduler.close()
+
+
+def test_a_job_cancelled_while_its_worker_decodes_another_frees_the_worker() -> None:
+    """A request that goes away (a client gone, a turn judged stale) cancels its jobs. If its worker thread is
+    busy decoding someone else's batch meanwhile, it must come back, not wait for a job that will never be run."""
+    decoding, release = threading.Event(), threading.Event()
+
+    def decode(jobs: list[Job]) -> list[Decoded]:
+        decoding.set()
+        release.wait(5)
+        return [Decoded("text", "en") for _ in jobs]
+
+    batcher = Batcher(decode, max_batch=8)
+    audio = np.zeros(16000, dtype=np.float32)
+    batcher.submit([Job(audio, Options("en", draft=True), ())])  # someone else's, first in the queue
+    mine = batcher.submit([Job(audio, Options("en"), ())])  # another batch key: not in that call
+    told: list[CancelledError] = []
+
+    def work() -> None:
+        try:
+            batcher.process(mine)
+        except CancelledError as err:
+            told.append(err)
+
+    worker = threading.Thread(target=work, daemon=True)
+    worker.start()
+    assert decoding.wait(5)  # the worker took the oldest job first
+    batcher.cancel(mine)
+    release.set()
+    worker.join(5)
+    assert not worker.is_alive()
+    assert len(told) == 1  # and the request hears that its job was dropped
+    assert batcher.process(batcher.submit([Job(audio, Options("en"), ())]))[0].text == "text"  # still serving
 
 
 def test_multi_speaker_voice_lists_and_resolves_speakers(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ import logging
 import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
+from concurrent.futures import CancelledError
 from dataclasses import dataclass, field
 
 from .decoder import Decoded, Job
@@ -29,7 +30,6 @@ class Slot:
     done: threading.Event = field(default_factory=threading.Event)
     result: Decoded | None = None
     error: BaseException | None = None
-    cancelled: bool = False
 
 
 class Batcher:
@@ -47,11 +47,18 @@ class Batcher:
         return slots
 
     def cancel(self, slots: Sequence[Slot]) -> None:
-        """Drop jobs nobody waits for any more; ones already being decoded finish anyway."""
+        """Drop jobs nobody waits for any more; ones already being decoded finish anyway.
+
+        A dropped job is done, with an error: the worker thread of its request may be decoding another batch
+        and come back for it.
+        """
+        gone = set(slots)
         with self._lock:
-            for slot in slots:
-                slot.cancelled = True
-            self._waiting = [slot for slot in self._waiting if not slot.cancelled]
+            dropped = [slot for slot in self._waiting if slot in gone]
+            self._waiting = [slot for slot in self._waiting if slot not in gone]
+        for slot in dropped:
+            slot.error = CancelledError()
+            slot.done.set()
 
     def process(self, slots: Sequence[Slot]) -> list[Decoded]:
         """Decode until all of `slots` are done, taking other waiting jobs along; blocking.
