@@ -39,7 +39,6 @@ from wyoming_wis.asr.turn import (  # noqa: E402
     PATIENCE,
     RECHECK_THRESHOLD,
     guessed_ending,
-    heard_whole,
     judged_complete,
     sounds_complete,
 )
@@ -123,7 +122,7 @@ async def run(args: argparse.Namespace, _: ExitStack) -> dict:
                 complete = judged_complete(transcript, end / WHISPER_RATE, probability, patience.threshold)
                 last = index == len(stops) - 1
                 second = None
-                if not complete and heard_whole(transcript, end / WHISPER_RATE) and (last or silence >= recheck):
+                if not complete and words_complete and not guessed and (last or silence >= recheck):
                     second = await turn.complete(audio[: end + recheck])
                 pause = Pause(
                     clip.name,
