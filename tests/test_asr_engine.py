@@ -136,7 +136,15 @@ def test_a_word_said_four_times_in_a_row_is_a_loop(text: str) -> None:
     assert decoder_module._problem(text, 10, 100, -0.2) == "a repetition loop"
 
 
-@pytest.mark.parametrize("text", ["No, no, no, I said the kitchen.", "Bye bye.", "Turn on the fan in Niamh's office."])
+@pytest.mark.parametrize("text", ["Done. Done.", "Done. done.", "Thank you! Thank you!", "Okay. Lights on. Lights on."])
+def test_a_sentence_said_twice_is_decoded_again(text: str) -> None:
+    """What base wrote now and then for the bundled voice's "Done" (tests/test_replies.py in CI)."""
+    assert decoder_module._problem(text, 10, 100, -0.2) == "a repetition loop"
+
+
+@pytest.mark.parametrize(
+    "text", ["No, no, no, I said the kitchen.", "Bye bye.", "Turn on the fan in Niamh's office.", "Done. Done it."]
+)
 def test_a_word_said_twice_or_three_times_is_speech(text: str) -> None:
     assert decoder_module._problem(text, 10, 100, -0.2) is None
 

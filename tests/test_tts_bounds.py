@@ -144,21 +144,23 @@ ATTACKS: dict[str, Callable[[int], str]] = {
 
 
 def seconds(work: Callable[[], object]) -> float:
-    """The fastest of several runs, the least disturbed by other work on the machine.
+    """The fastest of several runs, in this thread's CPU time, the least disturbed by other work on the machine.
 
-    At least five runs and 0.3 s of them, so that work of a few milliseconds is not judged on three runs a busy
-    machine may all have interrupted; at most 1 s of runs (one, if it is slow anyway). The garbage collector is
-    off while they run, as `timeit` has it: a collection's cost grows with every object alive in the test
-    process, not with the work (5,000 spaces took 0.06 s, 10,000 once 0.19 s).
+    CPU time, not the clock: time the thread waits for a core that other processes hold is not the work's (on
+    CI's two shared cores the clock once made reading spaces look quadratic). At least five runs and 0.3 s of
+    them, so that work of a few milliseconds is not judged on three runs a busy machine may all have disturbed;
+    at most 1 s of runs (one, if it is slow anyway). The garbage collector is off while they run, as `timeit`
+    has it: a collection's cost grows with every object alive in the test process, not with the work (5,000
+    spaces took 0.06 s, 10,000 once 0.19 s).
     """
     times: list[float] = []
     gc.collect()
     gc.disable()
     try:
         while sum(times) < 1 and (len(times) < 5 or sum(times) < 0.3):
-            start = time.perf_counter()
+            start = time.thread_time()
             work()
-            times.append(time.perf_counter() - start)
+            times.append(time.thread_time() - start)
     finally:
         gc.enable()
     return min(times)

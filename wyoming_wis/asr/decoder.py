@@ -56,9 +56,12 @@ MIN_WORD = 0.02  # seconds: the shortest a timed word may last
 PREPEND_PUNCTUATIONS = "\"'“¿([{-"  # joined to the word after them, as faster-whisper's transcribe() does
 APPEND_PUNCTUATIONS = "\"'.。,，!！?？:：”)]}、"  # joined to the word before them
 _NO_SPEECH = 0.6  # with a low log-probability too, the piece is silence
-_REPEATS = (  # a phrase of 3+ words said twice; a word or two said 4 times in a row ("Zone-Zone-Zone-Zone")
+_REPEATS = (  # a phrase of 3+ words said twice; a word or two said 4 times in a row ("Zone-Zone-Zone-Zone");
+    # a sentence said twice ("Done. Done.": base, now and then, for a lone word). Each costs only a full-window
+    # decode, where a speaker who did say it twice is heard saying it twice.
     re.compile(r"\b(\w+(?:\W+\w+){2,}?)\W+\1\b", re.IGNORECASE),
     re.compile(r"\b(\w+(?:\W+\w+)?)(?:\W+\1\b){3}", re.IGNORECASE),
+    re.compile(r"\b(\w[^.!?]*[.!?])\s+\1(?!\w)", re.IGNORECASE),
 )
 
 
