@@ -11,6 +11,7 @@ EVENT_TYPES = [
     "ping",
     "select-program",
     "transcribe",
+    "detect",
     "audio-start",
     "audio-chunk",
     "audio-stop",
@@ -99,6 +100,9 @@ def handler_event(draw: st.DrawFn) -> bytes:
         }
     elif kind == "transcribe":
         data = {"name": draw(names), "language": draw(st.none() | st.sampled_from(["en", "xx", "de"]))}
+    elif kind == "detect":
+        wake_words = st.sampled_from(["okay_nabu", "hey_rhasspy", "ok_nabu_v0.1", "nope", "", "../x"])
+        data = {"names": draw(st.none() | st.lists(wake_words, max_size=3))}
     elif kind in ("synthesize", "synthesize-chunk"):
         data = {"text": draw(text)}
         if kind == "synthesize" and draw(st.booleans()):
@@ -110,7 +114,7 @@ def handler_event(draw: st.DrawFn) -> bytes:
     else:
         data = {}
     if odd:  # replace one field by a value of any type
-        data[draw(st.sampled_from([*data, "text", "rate", "voice"]))] = draw(json_values)
+        data[draw(st.sampled_from([*data, "text", "rate", "voice", "names"]))] = draw(json_values)
     payload = b""
     if kind == "audio-chunk":
         payload = draw(st.binary(max_size=64) | st.integers(0, 8000).map(bytes))

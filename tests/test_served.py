@@ -16,7 +16,20 @@ from wyoming_wis import metrics
 from wyoming_wis.catalog import TURN_FILE, Catalog
 from wyoming_wis.config import Settings
 from wyoming_wis.core import Core
-from wyoming_wis.served import ASR, PIPER, TTS, TURN, WHISPER, XTTS, Calls, Entry, Served
+from wyoming_wis.served import (
+    ASR,
+    MICRO_WAKE,
+    OPEN_WAKE,
+    PIPER,
+    TTS,
+    TURN,
+    WAKE,
+    WHISPER,
+    XTTS,
+    Calls,
+    Entry,
+    Served,
+)
 from wyoming_wis.wyoming import build_info
 
 WHISPER_MODEL, VOICE, UNUSED = "tiny.en", "en_US-joe-medium", "en_US-spare-medium"
@@ -52,7 +65,10 @@ def test_the_view_lists_every_model_and_voice_with_what_frontends_read(core: Cor
     fields = {type_: {field.name for field in dataclasses.fields(type_)} for type_ in (Served, Entry, Calls)}
     assert fields == {
         Served: {"models", "voices", "openai_voices", "partial_results", "budget_used", "budget_limit"},
-        Entry: {"name", "engine", "languages", "loaded", "version", "description", "multilingual", "speakers", "calls"},
+        Entry: {
+            *("name", "engine", "languages", "loaded", "version", "description", "multilingual", "speakers", "calls"),
+            "phrase",
+        },
         Calls: {"engine", "pending", "waiting", "running", "open"},
     }
     served = core.served()
@@ -60,12 +76,16 @@ def test_the_view_lists_every_model_and_voice_with_what_frontends_read(core: Cor
         served.partial_results = False  # type: ignore[misc]
     with pytest.raises(TypeError):
         served.openai_voices["alloy"] = UNUSED  # type: ignore[index]
-    assert [(model.name, model.engine, model.kind) for model in served.models] == [
+    assert [(model.name, model.engine, model.kind) for model in served.models[:3]] == [
         (WHISPER_MODEL, WHISPER, ASR),
         (VOICE, PIPER, TTS),
         (Path(TURN_FILE).stem, TURN, TURN),  # the turn-taking model, from the pipecat-ai package
     ]
-    whisper, piper, turn = served.models
+    whisper, piper, turn, *wake = served.models
+    wake_words = {model.name: model for model in wake}  # every bundled wake word model, after the others
+    assert {model.kind for model in wake} == {WAKE} and len(wake) == 9, wake
+    assert (wake_words["okay_nabu"].engine, wake_words["okay_nabu"].phrase) == (MICRO_WAKE, "Okay Nabu")
+    assert (wake_words["okay_nabu_oww"].engine, wake_words["okay_nabu_oww"].phrase) == (OPEN_WAKE, "Okay Nabu")
     assert turn.state == "loaded" and [calls.engine for calls in turn.calls] == [TURN]
     assert (whisper.state, whisper.pending, whisper.languages, whisper.multilingual) == ("loaded", 0, ("en",), False)
     assert whisper.description == "Whisper tiny.en (English only)" and whisper.version

@@ -310,6 +310,34 @@ class TtsSettings:
 
 
 @dataclass(frozen=True)
+class WakeSettings:
+    """Wake words: which models are offered and how readily they fire."""
+
+    heading: ClassVar[str] = "Wake words (microWakeWord, openWakeWord)"
+
+    wake_model: list[str] = setting(
+        "Wake word model to offer: a name (okay_nabu, hey_jarvis, hey_mycroft, alexa for microWakeWord; "
+        "okay_nabu_oww, hey_rhasspy_oww, ... for openWakeWord; the user's own in DATA_DIR/wake/), 'all' "
+        "(every bundled and user model) or 'none' (no wake word service). Repeat for several.",
+        default=["all"],
+        multiple=True,
+        metavar="NAME",
+    )
+    wake_cutoff: float | None = setting(
+        "Probability above which a wake word is heard, for every model (default: each model's own: its "
+        "microWakeWord config's, 0.5 for openWakeWord).",
+        type=_between(0.01, 0.99),
+        metavar="P",
+    )
+    wake_refractory_seconds: float = setting(
+        "Seconds of audio after a detection before the same wake word is heard again in that stream.",
+        default=2.0,
+        type=_between(0.0, 60.0),
+        metavar="SECONDS",
+    )
+
+
+@dataclass(frozen=True)
 class CoreSettings:
     """What the core reads: its models' groups, where models are found and run, and what one request may ask.
 
@@ -322,6 +350,7 @@ class CoreSettings:
 
     asr: AsrSettings = group(AsrSettings)
     tts: TtsSettings = group(TtsSettings)
+    wake: WakeSettings = group(WakeSettings)
     data_dir: list[Path] = setting(
         "Folder for models, voices and state (models/NAME/, voices/NAME.onnx). "
         "Repeat to search several; the first is written to.",

@@ -29,14 +29,16 @@ from .asr.turn_model import TurnEngine
 from .budget import MemoryBudget
 from .catalog import Catalog, Found
 from .config import CoreSettings
-from .errors import BadRequest, StartupError, UnknownModel, UnknownVoice
-from .requests import MAX_BEAM_SIZE, SENSITIVITIES, TASKS, AsrRequest, Frontend, SpeechRequest
+from .errors import BadRequest, StartupError, UnknownModel, UnknownVoice, UnknownWakeWord
+from .requests import MAX_BEAM_SIZE, SENSITIVITIES, TASKS, AsrRequest, Frontend, SpeechRequest, WakeRequest
 from .runtime import Runtime
 from .served import Entry, Served
 from .tts import Piece, PiperEngine, SpeechCache, SpeechParams, SpeechStream
 from .tts.phrasing import SAYABLE
 from .tts.stream import SpeechEngine
 from .tts.voices import VOICE_NAME, XTTS, Voice, VoiceRegistry, check_name
+from .wake import Heard, WakeEngine, WakeModels, WakeStream
+from .wake.engine import OnHeard
 
 if TYPE_CHECKING:
     from .tts.xtts import XttsEngine
@@ -52,11 +54,14 @@ __all__ = [
     "AsrSession",
     "Core",
     "Decoding",
+    "Heard",
+    "OnHeard",
     "OnText",
     "Piece",
     "SpeechStream",
     "Transcript",
     "TurnEnd",
+    "WakeStream",
 ]
 
 _LOGGER = logging.getLogger(__name__)
@@ -82,8 +87,10 @@ class Core:
         registry: VoiceRegistry,
         xtts: Sequence[XttsEngine] = (),
         turn: TurnEngine | None = None,
+        wake: WakeEngine | None = None,
     ) -> None:
         self.settings = settings
+        self.wake = wake  # None: --wake-model none
         self.runtime = runtime
         self.asr = {engine.name: engine for engine in asr}
         self.turn = turn  # Smart Turn, when it is found; without it words and silence decide
@@ -146,7 +153,11 @@ class Core:
         _unique_names([*voices, *xtts])
         registry = VoiceRegistry(catalog, [voice.found for voice in voices], voices[0].name, xtts)
         turn = catalog.turn_model(settings.asr.turn_model)
-        core = cls(settings, runtime, asr, voices, registry, xtts, None if turn is None else TurnEngine(turn))
+        wake = None
+        if settings.wake.wake_model != ["none"]:
+            models = WakeModels(settings.data_dir, settings.wake.wake_model)
+            wake = WakeEngine(models, settings.wake, workers=settings.threads, queue_size=settings.queue_size)
+        core = cls(settings, runtime, asr, voices, registry, xtts, None if turn is None else TurnEngine(turn), wake)
         for engine in core.engines:
             engine.warm_up()
         _LOGGER.info(
@@ -220,6 +231,20 @@ class Core:
             # in a thread of its own: `describe` must not wait behind audio work in asyncio's shared threads
             await asyncio.get_running_loop().run_in_executor(self._housekeeping, self.voices.refresh, force)
         return self.voices.voices
+
+    async def refresh_wake_words(self) -> None:
+        """Pick up wake word models added, removed or changed on disk (looked at every few seconds at most)."""
+        if self.wake is not None:
+            await asyncio.get_running_loop().run_in_executor(self._housekeeping, self.wake.refresh)
+
+    def open_wake(self, request: WakeRequest, on_heard: OnHeard) -> WakeStream:
+        """A stream heard for the wake words `request` names; `close` it once the request ends.
+
+        Each detection goes to `on_heard` as soon as it is heard; `drain()` waits for the audio fed so far.
+        """
+        if self.wake is None:
+            raise UnknownWakeWord("This server offers no wake words (--wake-model none)")
+        return self.wake.open(request.names, self.budget.hold(), on_heard)
 
     async def speech_stream(self, request: SpeechRequest) -> SpeechStream:
         """A stream in the voice's own manner, at the request's speed if given; `cached=False` skips the cache.
@@ -322,9 +347,10 @@ class Core:
         Voices are as last refreshed: `await refresh_voices()` first to pick up changes on disk.
         """
         models = [engine.entry() for engine in self.engines]
+        wake = self.wake.entries() if self.wake is not None else []
         resident = {(model.engine, model.name): model for model in models}
         return Served(
-            models=tuple(models),
+            models=(*models, *wake),
             voices=tuple(
                 _voice_entry(voice, resident.get((voice.engine, voice.model.name))) for voice in self.voices.voices
             ),
@@ -342,9 +368,13 @@ class Core:
         """
         for engine in self.engines:
             engine.close()
+        if self.wake is not None:
+            self.wake.close()
         self._housekeeping.shutdown(wait=False)
         deadline = time.monotonic() + timeout
         schedulers = [*(engine.scheduler for engine in self.engines), *(engine.vad for engine in self.asr.values())]
+        if self.wake is not None:
+            schedulers.append(self.wake.scheduler)
         late = [name for scheduler in schedulers for name in scheduler.join(max(0.0, deadline - time.monotonic()))]
         if late:
             _LOGGER.warning("Model calls still running after %.0f s, not waited for: %s", timeout, ", ".join(late))

@@ -31,6 +31,10 @@ class UnknownSpeaker(WisError):
     code = "unknown-speaker"
 
 
+class UnknownWakeWord(WisError):
+    code = "unknown-wake-word"
+
+
 class UnknownProgram(WisError):
     code = "unknown-program"
 

@@ -49,3 +49,10 @@ class SpeechRequest:
     speed: float | None = None  # 2.0 speaks twice as fast; None: the voice's own
     cached: bool = True  # False: neither read nor write the speech cache
     reference: bytes | None = None  # a recording (any format) to clone a voice from, for this request only (XTTS)
+
+
+@dataclass(frozen=True, kw_only=True)
+class WakeRequest:
+    """Wake words to listen for in a stream of audio."""
+
+    names: tuple[str, ...] = ()  # models by name (or the name another server gives them); (): the default one

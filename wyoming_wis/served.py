@@ -17,8 +17,9 @@ from typing import Protocol
 # turn-taking model (Smart Turn: has the speaker finished?) is a kind of its own, so that no list of ASR models
 # (Wyoming's info, /health) offers it as one to transcribe with.
 WHISPER, PIPER, XTTS, TURN = "whisper", "piper", "xtts", "turn"
-ASR, TTS = "asr", "tts"
-KINDS = {WHISPER: ASR, PIPER: TTS, XTTS: TTS, TURN: TURN}
+MICRO_WAKE, OPEN_WAKE = "microwakeword", "openwakeword"  # the two families of wake word models
+ASR, TTS, WAKE = "asr", "tts", "wake"
+KINDS = {WHISPER: ASR, PIPER: TTS, XTTS: TTS, TURN: TURN, MICRO_WAKE: WAKE, OPEN_WAKE: WAKE}
 LOADED, UNLOADED = "loaded", "unloaded"
 
 
@@ -44,7 +45,7 @@ class _Queue(Protocol):
 class Calls:
     """The model calls in one engine queue now."""
 
-    engine: str  # the queue's `engine` label in /metrics: whisper, vad (Whisper's speech detector), piper, xtts, turn
+    engine: str  # its `engine` label in /metrics: whisper, vad (Whisper's speech detector), piper, xtts, turn, wake
     pending: int  # running or waiting, as the queue counts them to admit new calls
     waiting: int
     running: int
@@ -60,13 +61,14 @@ class Entry:
     """One model or voice, as clients may see it."""
 
     name: str
-    engine: str  # WHISPER, PIPER, XTTS or TURN
+    engine: str  # WHISPER, PIPER, XTTS, TURN, MICRO_WAKE or OPEN_WAKE
     languages: tuple[str, ...]
     loaded: bool  # a Whisper model unloaded after --unload-after loads again on use; so does a Piper voice
     version: str | None
     description: str
     multilingual: bool = False  # Whisper: more languages than English
     speakers: tuple[str, ...] = ()  # a voice's speakers, if it has more than one
+    phrase: str | None = None  # a wake word model's phrase ("Okay Nabu")
     calls: tuple[Calls, ...] = ()  # its model's queues, its own first (Whisper's speech detector next); () unloaded
 
     @property
@@ -87,7 +89,7 @@ class Entry:
 class Served:
     """Everything a client may name, and what the server holds for them, at one moment."""
 
-    models: tuple[Entry, ...]  # the models in memory or ready to load again: Whisper, then Piper, then XTTS
+    models: tuple[Entry, ...]  # the models in memory or ready to load again: Whisper, Piper, XTTS, turn, wake words
     voices: tuple[Entry, ...]  # every voice a client may name (Piper voices are loaded on first use)
     openai_voices: Mapping[str, str]  # each OpenAI voice name and the voice it means
     partial_results: bool  # whether ASR sends text while the audio still streams

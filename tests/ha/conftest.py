@@ -13,22 +13,25 @@ import os
 import socket
 import subprocess
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import pytest_socket
 from aiohttp import ClientSession
 from homeassistant import config_entries
 from homeassistant.components import stt, tts
+from homeassistant.components.assist_pipeline import async_pipeline_from_audio_stream
+from homeassistant.components.assist_pipeline.pipeline import PipelineEvent, PipelineEventType, PipelineStage
 from homeassistant.components.tts.helper import get_engine_instance
-from homeassistant.core import HomeAssistant
+from homeassistant.core import Context, HomeAssistant
 from homeassistant.data_entry_flow import FlowResultType
 from homeassistant.helpers import entity_registry as er
 from homeassistant.setup import async_setup_component
 from replies import words
-from support import ROOT, Pcm, decode, transcribe, wer
+from support import ROOT, Pcm, decode, metadata, transcribe, wer, within
 
 # The server as ./run.sh installs it (run.sh passes its venv's); the tests never import it: it runs on Python 3.11
 # with its own dependencies, HA 2026.2 on 3.13.
@@ -174,6 +177,34 @@ class Wis:
         entity = get_engine_instance(self.hass, self.tts_id)
         assert isinstance(entity, tts.TextToSpeechEntity)
         return entity
+
+    async def run_pipeline(
+        self,
+        pipeline_id: str,
+        audio: AsyncIterator[bytes],
+        end_stage: PipelineStage,
+        start_stage: PipelineStage = PipelineStage.STT,
+    ) -> dict[PipelineEventType, Any]:
+        """Run an assist pipeline on a satellite's audio, as assist_pipeline/__init__.py
+        `async_pipeline_from_audio_stream` does for one; its events' data by type (it fails on an error event)."""
+        events: list[PipelineEvent] = []
+        await within(
+            60,
+            "the pipeline",
+            async_pipeline_from_audio_stream(
+                self.hass,
+                context=Context(),
+                event_callback=events.append,
+                stt_metadata=metadata(""),  # the pipeline puts its STT language in
+                stt_stream=audio,
+                pipeline_id=pipeline_id,
+                start_stage=start_stage,
+                end_stage=end_stage,
+            ),
+        )
+        errors = [event.data for event in events if event.type == PipelineEventType.ERROR]
+        assert not errors, (errors, [event.type for event in events])
+        return {event.type: event.data for event in events}
 
     async def hears(self, pcm: Pcm, language: str = "en") -> str:
         return await transcribe(self.server.host, self.server.port, pcm, language)

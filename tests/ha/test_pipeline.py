@@ -13,21 +13,19 @@ from typing import Any
 
 import pytest
 from conftest import HassClient, Wis, fetch
-from homeassistant.components.assist_pipeline import async_pipeline_from_audio_stream
 from homeassistant.components.assist_pipeline.pipeline import (
-    PipelineEvent,
     PipelineEventType,
     PipelineStage,
     async_create_default_pipeline,
     async_update_pipeline,
 )
 from homeassistant.components.light import ColorMode, LightEntity
-from homeassistant.core import Context, HomeAssistant
+from homeassistant.core import HomeAssistant
 from homeassistant.helpers import area_registry as ar
 from homeassistant.helpers import entity_registry as er
 from homeassistant.setup import async_setup_component
 from pytest_homeassistant_custom_component.common import MockPlatform, mock_platform
-from support import Pcm, chunks, espeak, metadata, stream, wer, within
+from support import Pcm, chunks, espeak, stream, wer, within
 
 
 class KitchenLight(LightEntity):
@@ -67,23 +65,7 @@ async def light(wis: Wis) -> str:
 
 async def run(wis: Wis, pipeline_id: str, pcm: Pcm, end_stage: PipelineStage) -> dict[PipelineEventType, Any]:
     """Run the pipeline on a recording (with a second of silence, for HA's VAD); its events' data by type."""
-    events: list[PipelineEvent] = []
-    await within(
-        60,
-        "the pipeline",
-        async_pipeline_from_audio_stream(
-            wis.hass,
-            context=Context(),
-            event_callback=events.append,
-            stt_metadata=metadata(""),  # the pipeline puts its STT language in
-            stt_stream=stream(chunks(pcm, trailing_silence=1.0)),
-            pipeline_id=pipeline_id,
-            end_stage=end_stage,
-        ),
-    )
-    errors = [event.data for event in events if event.type == PipelineEventType.ERROR]
-    assert not errors, errors
-    return {event.type: event.data for event in events}
+    return await wis.run_pipeline(pipeline_id, stream(chunks(pcm, trailing_silence=1.0)), end_stage)
 
 
 async def test_english_command(wis: Wis, light: str, hass_client: HassClient) -> None:

@@ -30,14 +30,15 @@ from wyoming.info import Describe, SelectProgram
 from wyoming.ping import Ping, Pong
 from wyoming.server import AsyncEventHandler
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeStopped, SynthesizeVoice
+from wyoming.wake import Detect, Detection, NotDetected
 
 from .. import metrics
 from ..audio import AudioFormat, chunks
 from ..budget import client
 from ..config import WyomingSettings
-from ..core import AsrSession, Core, SpeechStream
+from ..core import AsrSession, Core, Heard, SpeechStream, WakeStream
 from ..errors import BadRequest, Busy, ShuttingDown, Timeout, UnknownProgram, WisError
-from ..requests import AsrRequest, SpeechRequest
+from ..requests import AsrRequest, SpeechRequest, WakeRequest
 from ..scheduler import patience
 from ..served import ASR
 from .info import PROGRAM_NAME, build_info
@@ -71,6 +72,9 @@ class WyomingHandler(AsyncEventHandler):
         self._transcript_started = False  # transcript-start sent for this request
         self._turn: asyncio.Task[None] | None = None  # answers the request when the server ends the turn
         self._turn_over = False  # answered at the end of the turn: its later audio is dropped
+        # Wake word detection: the names of the last detect, until a transcribe; the stream of the audio now.
+        self._wake_names: tuple[str, ...] | None = None
+        self._wake: WakeStream | None = None
         # Streaming synthesis in progress (synthesize-start .. synthesize-stop).
         self._in_stream = False
         self._stream: SpeechStream | None = None  # None inside a stream that failed
@@ -86,7 +90,7 @@ class WyomingHandler(AsyncEventHandler):
         self._stopping = True
         if self._answering:
             return  # run() closes the connection after this event
-        if self._session is not None or self._in_stream:
+        if self._session is not None or self._in_stream or self._wake is not None:
             await self._send_last_error(ShuttingDown("The server is shutting down; try again shortly"))
         self.writer.close()
         self.reader.feed_eof()
@@ -135,6 +139,9 @@ class WyomingHandler(AsyncEventHandler):
             _LOGGER.debug("Ignoring unknown event %s", event.type)
             return True
         event_class, method = route
+        kind = _KINDS[event_class]
+        if kind == "transcribe" and self._wake_names is not None and event_class is not Transcribe:
+            kind = "detect"  # audio after a detect is heard for wake words
 
         async def answer() -> None:
             try:
@@ -145,7 +152,7 @@ class WyomingHandler(AsyncEventHandler):
             with patience(self.settings.wyoming_max_wait), client(self.host):
                 await method(self, message)
 
-        await self._answering_errors(_KINDS[event_class], event.type, answer)
+        await self._answering_errors(kind, event.type, answer)
         return True
 
     async def _answering_errors(self, kind: str, what: str, work: Callable[[], Awaitable[None]]) -> None:
@@ -166,7 +173,8 @@ class WyomingHandler(AsyncEventHandler):
     def idle(self) -> bool:
         """Waiting for a next request, with none open: a slot that may be given to another address."""
         answering_turn = self._turn is not None and not self._turn.done()
-        return not (self._answering or answering_turn or self._session or self._in_stream or self._hung_up)
+        busy = self._answering or answering_turn or self._session or self._in_stream or self._wake or self._hung_up
+        return not busy
 
     async def evict(self) -> None:
         """Close this idle connection to make room for a client from another address, telling it why."""
@@ -184,6 +192,7 @@ class WyomingHandler(AsyncEventHandler):
         if self._turn is not None:
             self._turn.cancel()
         self._end_session()
+        self._end_wake()
         for request in self._requests.values():
             request.done("disconnected")  # those already answered are not counted again
 
@@ -197,7 +206,8 @@ class WyomingHandler(AsyncEventHandler):
     # -- general --------------------------------------------------------------
 
     async def _describe(self, _: Describe) -> None:
-        await self.core.refresh_voices()  # voices added or removed on disk show up
+        await self.core.refresh_voices()  # voices and wake words added or removed on disk show up
+        await self.core.refresh_wake_words()
         info = build_info(self.core, self.settings.external_vad).event()
         self._request("describe").done()
         await self.write_event(info)
@@ -222,6 +232,8 @@ class WyomingHandler(AsyncEventHandler):
     # -- speech to text -------------------------------------------------------
 
     async def _transcribe(self, request: Transcribe) -> None:
+        self._end_wake()
+        self._wake_names = None
         await self._settle_turn()
         self._end_session()
         if (unfinished := self._requests.pop("transcribe", None)) is not None:
@@ -238,17 +250,28 @@ class WyomingHandler(AsyncEventHandler):
 
     async def _audio_start(self, start: AudioStart) -> None:
         _audio_format(start).validate()
+        if self._wake_names is not None:
+            if self._wake is None:  # more audio after an audio-stop: heard for the same wake words
+                self._open_wake()
+            return
         await self._settle_turn()
         if self._session is None:  # audio without a transcribe event: defaults
             self._open_session()
 
     async def _audio_chunk(self, chunk: AudioChunk) -> None:
+        if self._wake_names is not None:
+            wake = self._wake or self._open_wake()
+            await wake.feed(chunk.audio or b"", _audio_format(chunk).validate())
+            return
         if self._turn_over:
             return  # said after the turn ended: not part of it
         session = self._session or self._open_session()
         await session.feed(chunk.audio or b"", _audio_format(chunk))
 
     async def _audio_stop(self, _: AudioStop) -> None:
+        if self._wake_names is not None:
+            await self._stop_wake()
+            return
         if self._turn_over:  # answered already, at the end of the turn
             await self._settle_turn()
             return
@@ -321,6 +344,42 @@ class WyomingHandler(AsyncEventHandler):
         if self._session is not None:
             self._session.close()
         self._session = None
+
+    # -- wake words -----------------------------------------------------------
+
+    async def _detect(self, detect: Detect) -> None:
+        """Listen for these wake words in the audio that follows, until a transcribe; `names` None: the default."""
+        await self._settle_turn()
+        self._end_session()
+        self._end_wake()
+        self._wake_names = _texts(detect.names, "names")
+        await self.core.refresh_wake_words()
+        self._open_wake()
+
+    def _open_wake(self) -> WakeStream:
+        self._request("detect")  # in progress from its first event
+        self._wake = self.core.open_wake(WakeRequest(names=self._wake_names or ()), self._send_detection)
+        return self._wake
+
+    async def _send_detection(self, heard: Heard) -> None:
+        _LOGGER.debug("Heard %s at %d ms from %s (%.2f)", heard.name, heard.milliseconds, self.peer, heard.probability)
+        await self.write_event(Detection(name=heard.name, timestamp=heard.milliseconds).event())
+
+    async def _stop_wake(self) -> None:
+        """The audio ended: once all of it is heard, `not-detected` if no wake word was."""
+        wake = self._wake or self._open_wake()
+        try:
+            heard = await wake.drain()
+        finally:
+            self._end_wake()
+        self._request("detect").done()
+        if not heard:
+            await self.write_event(NotDetected().event())
+
+    def _end_wake(self) -> None:
+        if self._wake is not None:
+            self._wake.close()
+        self._wake = None
 
     # -- text to speech -------------------------------------------------------
 
@@ -447,6 +506,7 @@ class WyomingHandler(AsyncEventHandler):
         elif not self._hung_up:
             await self._send_last_error(err)
             self._end_session()
+            self._end_wake()
             with suppress(OSError, RuntimeError):  # the client reads the end of the stream after the error
                 if self.writer.can_write_eof():
                     self.writer.write_eof()
@@ -498,11 +558,12 @@ def _text(value: Any, field: str) -> str | None:
 
 
 _Route = Callable[[WyomingHandler, Any], Awaitable[None]]
-# The request each event belongs to, as counted in metrics.
+# The request each event belongs to, as counted in metrics (audio after a detect: "detect").
 _KINDS: dict[type[Eventable], str] = {
     Describe: "describe",
     Ping: "ping",
     SelectProgram: "select-program",
+    Detect: "detect",
     Transcribe: "transcribe",
     AudioStart: "transcribe",
     AudioChunk: "transcribe",
@@ -512,11 +573,12 @@ _KINDS: dict[type[Eventable], str] = {
     SynthesizeChunk: "synthesize-stream",
     SynthesizeStop: "synthesize-stream",
 }
-_REQUESTS = ("transcribe", "synthesize", "synthesize-stream")  # kinds a client waits on an answer for
+_REQUESTS = ("transcribe", "detect", "synthesize", "synthesize-stream")  # kinds a client waits on an answer for
 _ROUTES: dict[type[Eventable], _Route] = {
     Describe: WyomingHandler._describe,
     Ping: WyomingHandler._ping,
     SelectProgram: WyomingHandler._select_program,
+    Detect: WyomingHandler._detect,
     Transcribe: WyomingHandler._transcribe,
     AudioStart: WyomingHandler._audio_start,
     AudioChunk: WyomingHandler._audio_chunk,

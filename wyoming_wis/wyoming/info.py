@@ -2,18 +2,30 @@
 
 from __future__ import annotations
 
-from wyoming.info import AsrModel, AsrProgram, Attribution, Info, TtsProgram, TtsVoice, TtsVoiceSpeaker
+from wyoming.info import (
+    AsrModel,
+    AsrProgram,
+    Attribution,
+    Info,
+    TtsProgram,
+    TtsVoice,
+    TtsVoiceSpeaker,
+    WakeModel,
+    WakeProgram,
+)
 
 from .. import PROJECT_URL, __version__
 from ..core import Core
 from ..languages import spellings
-from ..served import ASR, XTTS
+from ..served import ASR, MICRO_WAKE, WAKE, XTTS
 
 PROGRAM_NAME = "wyoming-wis"  # the name of both programs; select-program accepts it
 WHISPER = Attribution(name="OpenAI", url="https://github.com/openai/whisper")
 PIPER = Attribution(name="Rhasspy", url="https://github.com/OHF-Voice/piper1-gpl")
 COQUI = Attribution(name="Coqui", url="https://github.com/idiap/coqui-ai-TTS")
 US = Attribution(name="wyoming-wis", url=PROJECT_URL)
+MICRO_WAKE_WORD = Attribution(name="Kevin Ahrendt", url="https://github.com/kahrendt/microWakeWord")
+OPEN_WAKE_WORD = Attribution(name="David Scripka", url="https://github.com/dscripka/openWakeWord")
 
 
 def build_info(core: Core, external_vad: bool = False) -> Info:
@@ -21,6 +33,8 @@ def build_info(core: Core, external_vad: bool = False) -> Info:
 
     Unless `external_vad` (--external-vad), the server ends each turn itself, and says so: Home Assistant
     2026.5+ then streams audio until the transcript comes, without its own VAD and its 15 s cap.
+
+    Wake words are one program (Home Assistant reads only the first) with every model offered, both families.
 
     Whisper models are the loaded ones; voices are every voice the registry knows,
     loaded on first use, each language in every spelling Home Assistant may ask for
@@ -50,7 +64,31 @@ def build_info(core: Core, external_vad: bool = False) -> Info:
         )
         for voice in served.voices
     ]
+    wake = [
+        WakeModel(
+            name=model.name,
+            attribution=MICRO_WAKE_WORD if model.engine == MICRO_WAKE else OPEN_WAKE_WORD,
+            installed=True,
+            description=model.description,
+            version=model.version,
+            languages=list(model.languages),
+            phrase=model.phrase,
+        )
+        for model in served.of_kind(WAKE)
+    ]
     return Info(
+        wake=[
+            WakeProgram(
+                name=PROGRAM_NAME,
+                attribution=US,
+                installed=True,
+                description="Wake words (microWakeWord and openWakeWord)",
+                version=__version__,
+                models=wake,
+            )
+        ]
+        if wake
+        else [],
         asr=[
             AsrProgram(
                 name=PROGRAM_NAME,

@@ -1,0 +1,202 @@
+"""Wake words over Wyoming, as Home Assistant's wake word stage and satellites send them.
+
+Home Assistant (components/wyoming/wake_word.py, 2026.2) sends `detect` with `names=[the entity's wake word id]`
+(or none), `audio-start` 16000/2/1, then 10 ms `audio-chunk`s until the first `detection` names its wake word; a
+satellite keeps streaming after it. The phrases are said by the bundled Piper voice, as the server itself speaks
+them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+from helpers import Pcm, Server, load_audio, read_until, silence, synthesize, wav_bytes
+from wyoming.audio import AudioChunk, AudioStart, AudioStop
+from wyoming.client import AsyncClient
+from wyoming.event import Event
+from wyoming.info import Describe, Info
+from wyoming.ping import Ping
+from wyoming.wake import Detect
+
+LEAD = 1.0  # seconds of silence before each phrase
+CHUNK_SECONDS = 0.01  # as Home Assistant's wake word stage sends audio
+
+
+async def say(server: Server, text: str, rate: int = 16000) -> Pcm:
+    """The bundled voice saying `text`, after LEAD s of silence and before 1 s of it, at `rate`."""
+    async with server.client() as client:
+        spoken = (await synthesize(client, text)).pcm
+    speech = load_audio(wav_bytes(spoken), rate=rate)
+    return join(silence(LEAD, rate), speech, silence(1.0, rate))
+
+
+def join(*pieces: Pcm) -> Pcm:
+    return Pcm(b"".join(piece.audio for piece in pieces), pieces[0].rate, 2, 1)
+
+
+async def stream(client: AsyncClient, pcm: Pcm, names: list[str] | None) -> None:
+    await client.write_event(Detect(names=names).event())
+    await client.write_event(AudioStart(rate=pcm.rate, width=2, channels=1).event())
+    step = int(pcm.rate * CHUNK_SECONDS) * 2
+    for start in range(0, len(pcm.audio), step):
+        chunk = AudioChunk(rate=pcm.rate, width=2, channels=1, audio=pcm.audio[start : start + step])
+        await client.write_event(chunk.event())
+    await client.write_event(AudioStop().event())
+
+
+async def detect(server: Server, pcm: Pcm, names: list[str] | None) -> list[Event]:
+    """Everything the server answers to one stream, up to a `pong` sent after its audio-stop (or an error)."""
+    async with server.client() as client:
+        await stream(client, pcm, names)
+        await client.write_event(Ping().event())
+        events = await read_until(client, "pong", "error", timeout=60)
+        return events if events[-1].type == "error" else events[:-1]
+
+
+@pytest.fixture(scope="module")
+async def okay_nabu(server: Server) -> Pcm:
+    return await say(server, "Okay Nabu, turn on the kitchen light.")
+
+
+async def test_info_offers_both_families_in_one_wake_program(server: Server) -> None:
+    async with server.client() as client:
+        await client.write_event(Describe().event())
+        info = Info.from_event((await read_until(client, "info"))[-1])
+    assert len(info.wake) == 1  # Home Assistant reads only the first
+    models = {model.name: model for model in info.wake[0].models}
+    for name in ("okay_nabu", "hey_jarvis", "hey_mycroft", "alexa"):
+        assert models[name].phrase and models[name].installed, models[name]
+        assert models[name + "_oww"].phrase == models[name].phrase, models[name + "_oww"]
+    assert models["hey_rhasspy_oww"].phrase == "Hey Rhasspy"
+    assert "en" in models["okay_nabu"].languages
+    assert models["okay_nabu"].description != models["okay_nabu_oww"].description  # told apart in HA's list
+
+
+@pytest.mark.parametrize(
+    ("name", "rate"), [("okay_nabu", 16000), ("okay_nabu_oww", 16000), ("okay_nabu", 22050)], ids=str
+)
+async def test_the_phrase_is_heard_where_it_is_said(server: Server, name: str, rate: int) -> None:
+    pcm = await say(server, "Okay Nabu, turn on the kitchen light.", rate)
+    events = await detect(server, pcm, [name])
+    assert [event.type for event in events] == ["detection"], events  # and no not-detected after it
+    assert events[0].data["name"] == name
+    # stamped where the audio that made it ends: after the phrase starts, within 1.5 s of it (it lasts about 0.8 s)
+    assert LEAD * 1000 < events[0].data["timestamp"] < (LEAD + 1.5) * 1000, events[0].data
+
+
+@pytest.mark.parametrize("name", ["okay_nabu", "okay_nabu_oww"])
+@pytest.mark.parametrize("text", ["Hey Jarvis, what time is it?", "Turn on the kitchen light.", "Okay, now."])
+async def test_other_speech_is_not_detected(server: Server, name: str, text: str) -> None:
+    events = await detect(server, await say(server, text), [name])
+    assert [event.type for event in events] == ["not-detected"], events
+
+
+async def test_each_wake_word_asked_for_is_heard(server: Server) -> None:
+    jarvis = await say(server, "Hey Jarvis, what time is it?")
+    events = await detect(server, jarvis, ["okay_nabu", "hey_jarvis"])
+    assert [(event.type, event.data["name"]) for event in events] == [("detection", "hey_jarvis")], events
+
+
+async def test_no_names_means_okay_nabu(server: Server, okay_nabu: Pcm) -> None:
+    events = await detect(server, okay_nabu, None)
+    assert [(event.type, event.data.get("name")) for event in events] == [("detection", "okay_nabu")], events
+
+
+@pytest.mark.parametrize("asked", ["ok_nabu", "okay_nabu_v0.1", "OKAY_NABU"])
+async def test_names_other_servers_use_are_understood_and_answered_as_asked(
+    server: Server, okay_nabu: Pcm, asked: str
+) -> None:
+    """wyoming-openwakeword before 2.0 called it ok_nabu (ok_nabu_v0.1 in its info); satellites keep such names."""
+    events = await detect(server, okay_nabu, [asked])
+    assert [(event.type, event.data["name"]) for event in events] == [("detection", asked)], events
+
+
+async def test_an_unknown_wake_word_is_an_error_that_ends_the_wait(server: Server) -> None:
+    async with server.client() as client:
+        await client.write_event(Detect(names=["hey_computer"]).event())
+        await client.write_event(AudioStart(rate=16000, width=2, channels=1).event())
+        error = (await read_until(client, "error"))[-1]
+        assert error.data["code"] == "unknown-wake-word" and "okay_nabu" in error.data["text"], error
+        # a client that ignores the error and keeps streaming (as HA's wake word stage does) is not left waiting
+        for _ in range(50):
+            await client.write_event(AudioChunk(rate=16000, width=2, channels=1, audio=bytes(320)).event())
+        await client.write_event(AudioStop().event())
+        assert await asyncio.wait_for(client.read_event(), 5) is None
+
+
+async def test_a_satellite_streaming_on_hears_the_phrase_again_after_the_refractory_time(server: Server) -> None:
+    """ "Okay Nabu" said twice 0.3 s apart: heard once (--wake-refractory-seconds 2); 3 s apart: twice, as far apart
+    in the stream's timestamps as in its audio."""
+    async with server.client() as client:
+        phrase = load_audio(wav_bytes((await synthesize(client, "Okay Nabu.")).pcm), rate=16000)
+    assert phrase.seconds < 1.5, phrase.seconds
+    for gap, heard in ((0.3, 1), (3.0, 2)):
+        pcm = join(silence(LEAD), phrase, silence(gap), phrase, silence(1.0))
+        events = await detect(server, pcm, ["okay_nabu"])
+        assert [event.type for event in events] == ["detection"] * heard, (gap, events)
+    first, second = (event.data["timestamp"] for event in events)
+    assert second - first == pytest.approx((phrase.seconds + 3.0) * 1000, abs=100), (first, second)
+
+
+async def test_audio_start_again_after_audio_stop_hears_the_same_wake_words(server: Server, okay_nabu: Pcm) -> None:
+    async with server.client() as client:
+        await stream(client, silence(1.0), ["okay_nabu"])
+        assert [event.type for event in await read_until(client, "not-detected")] == ["not-detected"]
+        await client.write_event(AudioStart(rate=16000, width=2, channels=1).event())
+        await client.write_event(AudioChunk(rate=16000, width=2, channels=1, audio=okay_nabu.audio).event())
+        await client.write_event(AudioStop().event())
+        detection = (await read_until(client, "detection", "not-detected"))[-1]
+        assert detection.type == "detection" and detection.data["name"] == "okay_nabu", detection
+
+
+async def test_a_model_dropped_in_the_data_dir_is_offered_without_a_restart(
+    server: Server, data_dir: Path, okay_nabu: Pcm
+) -> None:
+    """A microWakeWord model and its config in DATA_DIR/wake/ (here the bundled Okay Nabu under another name)."""
+    import pymicro_wakeword
+
+    bundled = Path(pymicro_wakeword.__file__).parent / "models"
+    folder = data_dir / "wake"
+    folder.mkdir(exist_ok=True)
+    config = json.loads((bundled / "okay_nabu.json").read_text())
+    config.update(model="kitchen_nabu.tflite", wake_word="Kitchen Nabu")
+    shutil.copy(bundled / "okay_nabu.tflite", folder / "kitchen_nabu.tflite")
+    (folder / "kitchen_nabu.json").write_text(json.dumps(config))
+    try:
+        deadline = time.monotonic() + 15
+        while True:  # files are looked at again every few seconds
+            async with server.client() as client:
+                await client.write_event(Describe().event())
+                info = Info.from_event((await read_until(client, "info"))[-1])
+            phrases = {model.name: model.phrase for model in info.wake[0].models}
+            if "kitchen_nabu" in phrases or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.5)
+        assert phrases.get("kitchen_nabu") == "Kitchen Nabu", phrases
+        events = await detect(server, okay_nabu, ["kitchen_nabu"])
+        assert [(event.type, event.data["name"]) for event in events] == [("detection", "kitchen_nabu")], events
+    finally:
+        shutil.rmtree(folder)
+
+
+async def test_many_long_streams_hold_nothing_once_they_end(server: Server, okay_nabu: Pcm) -> None:
+    """Eight satellites stream a minute each at once (both families); each hears its own phrase, and what they held
+    of the memory budget, and of the process, is given back."""
+    minute = join(*([okay_nabu] + [silence(5.0), okay_nabu] * 8))  # about 60 s, the phrase every 7 s
+
+    async def one(name: str) -> list[Event]:
+        return await detect(server, minute, [name])
+
+    names = ["okay_nabu", "okay_nabu_oww"] * 4
+    await asyncio.gather(*(one(name) for name in names))  # warm: the process's allocator reaches its size
+    rss = server.rss_mb()
+    results = await asyncio.gather(*(one(name) for name in names))
+    for name, events in zip(names, results, strict=True):
+        assert [event.type for event in events] == ["detection"] * 9, (name, events)
+    assert server.metric("wis_memory_budget_used_bytes") == 0
+    assert server.rss_mb() - rss < 20, (rss, server.rss_mb())

@@ -1,0 +1,140 @@
+"""One stream's wake word detectors: 16 kHz audio in, the phrases heard out, each with its time in the stream.
+
+Blocking, and one call at a time: a stream's calls run in turn in the wake engine's worker threads. Each stream has
+detectors of its own, since both families' models carry state from one piece of audio to the next (microWakeWord's
+streaming layers; openWakeWord's last seconds of features): one stream's audio never reaches another's models.
+Features are computed once per stream for all its models of a family.
+
+Times are of the audio, not the clock: a detection is stamped where the audio that made it ends, and a model is
+not heard again for its refractory time of audio after that, however fast the audio came.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from pymicro_wakeword import MicroWakeWord, MicroWakeWordFeatures
+from pyopen_wakeword import OpenWakeWord, OpenWakeWordFeatures
+
+from ..audio import WHISPER_RATE, AudioFormat, PcmConverter
+from .models import MICRO, OPEN, WakeModel, library_dir, tflite_library
+
+RATE = WHISPER_RATE  # both families listen at 16 kHz, 16-bit mono
+NATIVE = AudioFormat(RATE, 2, 1)
+MICRO_STEP = 160  # samples: microWakeWord makes a feature every 10 ms
+OPEN_STEP = 1280  # samples: openWakeWord makes an embedding every 80 ms
+
+
+@dataclass(frozen=True)
+class Heard:
+    """A wake word heard in a stream."""
+
+    name: str  # as the client asked for it
+    model: str
+    milliseconds: int  # where in the stream the audio that made the detection ends
+    probability: float
+
+
+@dataclass
+class _Detector:
+    name: str  # as asked
+    model: WakeModel
+    refractory: int  # samples
+    run: MicroWakeWord | OpenWakeWord
+    quiet_until: int = 0  # sample offset before which it is not heard again
+    above: int = 0  # openWakeWord: activations in a row
+
+
+@dataclass
+class Listener:
+    """Detectors for the models a stream asked for, and where the stream is."""
+
+    detectors: list[_Detector]
+    samples: int = 0  # 16 kHz samples heard so far
+    _micro: MicroWakeWordFeatures | None = None
+    _open: OpenWakeWordFeatures | None = None
+    _converter: PcmConverter | None = None
+    _pending: bytearray = field(default_factory=bytearray)  # 16-bit samples short of a step
+
+    @classmethod
+    def open(cls, chosen: Sequence[tuple[str, WakeModel]], refractory_seconds: float) -> Listener:
+        """Load a detector per model (a few milliseconds each: the files are memory-mapped)."""
+        library = tflite_library()
+        detectors = []
+        for name, model in chosen:
+            refractory = model.refractory_seconds if model.refractory_seconds is not None else refractory_seconds
+            if model.family == MICRO:
+                run: MicroWakeWord | OpenWakeWord = MicroWakeWord(
+                    model.name,
+                    wake_word=model.phrase,
+                    tflite_model=model.path,
+                    probability_cutoff=model.cutoff,
+                    sliding_window_size=model.window,
+                    trained_languages=list(model.languages),
+                    libtensorflowlite_c_path=library,
+                )
+            else:
+                run = OpenWakeWord.from_model(model.path, libtensorflowlite_c_path=library)
+            detectors.append(_Detector(name, model, int(refractory * RATE), run))
+        families = {detector.model.family for detector in detectors}
+        micro = MicroWakeWordFeatures() if MICRO in families else None
+        features = None
+        if families - {MICRO}:
+            features = OpenWakeWordFeatures.from_builtin(library_dir(OPEN) / "models", library)
+        return cls(detectors, _micro=micro, _open=features)
+
+    def feed(self, pcm: bytes, audio_format: AudioFormat) -> list[Heard]:
+        """Listen to more of the stream; the format may change between pieces."""
+        if audio_format != NATIVE or self._converter is not None:
+            if self._converter is None or self._converter.source != audio_format:
+                self._converter = PcmConverter(audio_format)
+            samples = self._converter.convert(pcm)
+            pcm = (np.clip(samples, -1.0, 1.0) * 32767).astype("<i2").tobytes()
+        self._pending += pcm
+        step = 2 * (OPEN_STEP if self._open is not None else MICRO_STEP)
+        heard: list[Heard] = []
+        usable = len(self._pending) - len(self._pending) % step
+        for start in range(0, usable, step):
+            heard += self._step(bytes(self._pending[start : start + step]))
+        del self._pending[:usable]
+        return heard
+
+    def close(self) -> None:
+        for detector in self.detectors:
+            detector.run.close()
+        if self._open is not None:
+            self._open.close()
+
+    def _step(self, pcm: bytes) -> list[Heard]:
+        heard: list[Heard] = []
+        if self._micro is not None:
+            for start in range(0, len(pcm), 2 * MICRO_STEP):
+                self.samples += MICRO_STEP
+                for features in self._micro.process_streaming(pcm[start : start + 2 * MICRO_STEP]):
+                    for detector in self.detectors:
+                        if detector.model.family == MICRO:
+                            probability = detector.run.process_streaming_prob(features)  # type: ignore[union-attr]
+                            heard += self._judge(detector, probability or 0.0)
+        else:
+            self.samples += len(pcm) // 2
+        if self._open is not None:
+            for embeddings in self._open.process_streaming(pcm):
+                for detector in self.detectors:
+                    if detector.model.family != MICRO:
+                        for probability in detector.run.process_streaming(embeddings):  # type: ignore[union-attr]
+                            heard += self._judge(detector, probability)
+        return heard
+
+    def _judge(self, detector: _Detector, probability: float) -> list[Heard]:
+        if probability <= detector.model.cutoff:
+            detector.above = 0
+            return []
+        detector.above += 1
+        if detector.model.family != MICRO and detector.above < detector.model.window:
+            return []
+        if self.samples < detector.quiet_until:
+            return []
+        detector.quiet_until = self.samples + detector.refractory
+        return [Heard(detector.name, detector.model.name, self.samples * 1000 // RATE, round(float(probability), 3))]
