@@ -1,6 +1,6 @@
 """The aiohttp application: one per process, on the same Core as the Wyoming server.
 
-Routes come in tables, one per area (`openai_*`, `willow`, `operations`). Decoding and
+Routes come in tables, one per area (`openai_*`, `willow`, `wake`, `operations`). Decoding and
 encoding audio run in a bounded pool of worker threads, never on the event loop. Other
 frontends served over HTTP (`rtc`) are mounted on this application by the composition root
 (wyoming_wis/serve.py); this package knows nothing of them.
@@ -31,6 +31,7 @@ from . import (
     operations,
     pages,
     security,
+    wake,
     willow,
 )
 from .errors import openai_errors
@@ -68,6 +69,7 @@ def make_app(
     app.add_routes(operations.routes)
     app[willow.RECORDING] = data_dir / willow.SAVED_AUDIO
     app.add_routes(willow.routes)
+    app.add_routes(wake.routes)
     app.add_routes(docs.routes)
     app.add_routes(pages.routes)
     cors.setup(app, settings.cors_origin)  # before authentication: a browser's preflight carries no key

@@ -291,6 +291,31 @@ SCHEMAS: dict[str, Any] = {
         "additionalProperties": False,
         "properties": {"audio_file": {**BINARY, "description": "The recording, in any format"}},
     },
+    "WakeRecording": {
+        "type": "object",
+        "required": ["file"],
+        "additionalProperties": False,
+        "properties": {"file": {**BINARY, "description": "The recording, in any format"}},
+    },
+    "WakeDetections": {
+        "type": "object",
+        "required": ["detections", "audio_duration"],
+        "properties": {
+            "detections": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["name", "timestamp", "probability"],
+                    "properties": {
+                        "name": {"type": "string", "description": "The wake word, as named in the request"},
+                        "timestamp": {"type": "integer", "description": "ms into the audio where it was heard"},
+                        "probability": {"type": "number", "minimum": 0, "maximum": 1},
+                    },
+                },
+            },
+            "audio_duration": {"type": "integer", "description": "ms of audio heard"},
+        },
+    },
     "ClonedVoice": {
         "type": "object",
         "properties": {
@@ -561,6 +586,38 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
         "tags": ["Willow"],
         "summary": "Whether a recording is saved",
         "responses": {"200": {"description": "A recording is saved"}, "404": {"description": "None yet"}},
+    },
+    ("post", "/api/wake"): {
+        "tags": ["Wake words"],
+        "summary": "The wake words heard in a recording, or in audio streamed as it is recorded",
+        "description": "A file (multipart, field file, any format), or a body of raw audio described by x-audio-* "
+        "headers, as /api/willow takes it (chunked transfer encoding: heard as it arrives). Each wake word is heard "
+        "again once --wake-refractory-seconds of audio have passed. 404 for a wake word that is not offered.",
+        "parameters": [
+            _query("names", "Wake words to listen for, comma-separated (default: okay_nabu)"),
+            _header(
+                "x-audio-codec",
+                "For a raw body: pcm (raw), wav (PCM after a RIFF header) or amrwb (AMR-WB storage format)",
+                {"type": "string", "enum": list(willow.CODECS), "default": willow.DEFAULT_CODEC},
+            ),
+            _format_header("x-audio-sample-rate", "Hz", {"minimum": MIN_RATE, "maximum": MAX_RATE}),
+            _format_header("x-audio-bits", "Bits per sample", {"enum": list(willow.SAMPLE_BITS)}),
+            _format_header("x-audio-channel", "Channels", {"enum": list(CHANNEL_COUNTS)}),
+        ],
+        "requestBody": {
+            "required": True,
+            "content": {
+                "multipart/form-data": {
+                    "schema": _schema("WakeRecording"),
+                    "encoding": {"file": {"contentType": AUDIO}},
+                },
+                "application/octet-stream": {"schema": BINARY},
+            },
+        },
+        "responses": {
+            "200": _json(_schema("WakeDetections"), "Every detection, in order"),
+            **_errors(400, 404, 413, 415, 429, 503),
+        },
     },
     ("post", "/api/rtc/asr"): {
         "tags": ["WebRTC"],

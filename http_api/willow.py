@@ -18,8 +18,10 @@ voice from `audio_file` (XTTS), as WIS's XTTS container does.
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+import numpy as np
 from aiohttp import web
 
 from wyoming_wis.audio import SAMPLE_WIDTHS, AmrWbDecoder, AudioFormat, write_wav
@@ -76,15 +78,13 @@ RECORDING = web.AppKey("willow_recording", Path)  # where that is: SAVED_AUDIO i
 async def willow(request: web.Request) -> web.Response:
     """Transcribe the body as it streams in; `{"language", "text"}`, with timings (ms) if `stats` is set."""
     started = time.perf_counter()
-    audio_format, codec = _device_format(request)
+    audio_format, codec = device_format(request)
     async with _session(request) as session:
-        if codec == "amrwb":
-            await _feed_amrwb(request, session)
-        else:
-            pcm = _PcmFramer(audio_format.bytes_per_frame, skip_wav_header=codec == "wav")
-            async for chunk in request.content.iter_any():
-                if data := pcm.take(chunk):
-                    await session.feed(data, audio_format)
+
+        async def samples(decoded: np.ndarray) -> None:
+            session.feed_samples(decoded)
+
+        await read_device_audio(request, audio_format, codec, session.feed, samples)
         received = time.perf_counter()
         with patience(request.app[PATIENCE]["willow"]):  # the device waits from the end of its audio
             transcript = await session.finish(received)
@@ -135,14 +135,28 @@ def _upload(field: object) -> web.FileField:
     return field
 
 
-async def _feed_amrwb(request: web.Request, session: AsrSession) -> None:
-    """AMR-WB frames decoded in a codec thread as they come (the header's rate is AMR-WB's own, 16 kHz)."""
-    decoder = AmrWbDecoder()
+async def read_device_audio(
+    request: web.Request,
+    audio_format: AudioFormat,
+    codec: str,
+    pcm: Callable[[bytes, AudioFormat], Awaitable[None]],
+    samples: Callable[[np.ndarray], Awaitable[None]],
+) -> None:
+    """The body as a device streams it, each piece handed on as it arrives: PCM (after a RIFF header, for `wav`) in
+    whole frames of its format to `pcm`; AMR-WB decoded in a codec thread (the header's rate is AMR-WB's own, 16 kHz)
+    to `samples`, as 16 kHz float32."""
+    if codec == "amrwb":
+        decoder = AmrWbDecoder()
+        async for chunk in request.content.iter_any():
+            if len(decoded := await in_thread(request, decoder.decode, chunk)):
+                await samples(decoded)
+        if len(decoded := await in_thread(request, decoder.flush)):
+            await samples(decoded)
+        return
+    framer = PcmFramer(audio_format.bytes_per_frame, skip_wav_header=codec == "wav")
     async for chunk in request.content.iter_any():
-        if len(samples := await in_thread(request, decoder.decode, chunk)):
-            session.feed_samples(samples)
-    if len(samples := await in_thread(request, decoder.flush)):
-        session.feed_samples(samples)
+        if data := framer.take(chunk):
+            await pcm(data, audio_format)
 
 
 async def _save(request: web.Request, session: AsrSession) -> None:
@@ -179,7 +193,8 @@ def _answer(
     return web.json_response(answer)
 
 
-def _device_format(request: web.Request) -> tuple[AudioFormat, str]:
+def device_format(request: web.Request) -> tuple[AudioFormat, str]:
+    """The body's format and codec, from a device's `x-audio-*` headers (refused here if they are wrong)."""
     headers = request.headers
     codec = headers.get("x-audio-codec", DEFAULT_CODEC).lower()
     if codec not in CODECS:
@@ -200,7 +215,7 @@ def _device_format(request: web.Request) -> tuple[AudioFormat, str]:
         raise ApiError(400, err.message, "x-audio-sample-rate", "unsupported_audio_format") from err
 
 
-class _PcmFramer:
+class PcmFramer:
     """Whole sample frames out of body chunks that split them anywhere, after an optional RIFF header."""
 
     def __init__(self, frame_bytes: int, skip_wav_header: bool) -> None:

@@ -32,18 +32,25 @@ class DeviceAnswer:
 
 
 async def esp32_post(
-    server: HttpServer, query: str, body: bytes, codec: str, seconds: float, auth: httpx.BasicAuth | None = None
+    server: HttpServer,
+    query: str,
+    body: bytes,
+    codec: str,
+    seconds: float,
+    auth: httpx.BasicAuth | None = None,
+    path: str = "/api/willow",
 ) -> DeviceAnswer:
     """POST /api/willow as the device's http_stream does it: chunked encoding framed by hand from 2 KB recorder
     reads, sent at the pace the audio is spoken (`seconds` for all of `body`), then at most 2048 bytes read.
-    `auth`: the user:password@ of the device's URL, sent as HTTP Basic."""
+    `auth`: the user:password@ of the device's URL, sent as HTTP Basic; `path`: another route that takes a device's
+    stream (/api/wake)."""
     headers = DEVICE | {"x-audio-codec": codec, "User-Agent": "Willow/2.0.0", "x-willow-id": "7c:df:a1:00:00:01"}
     if auth is not None:
         headers["Authorization"] = next(auth.auth_flow(httpx.Request("POST", "/"))).headers["Authorization"]
     reader, writer = await asyncio.open_connection(server.host, server.http_port)
     try:
         head = (
-            f"POST /api/willow?{query} HTTP/1.1\r\nHost: {server.host}:{server.http_port}\r\n"
+            f"POST {path}?{query} HTTP/1.1\r\nHost: {server.host}:{server.http_port}\r\n"
             + "".join(f"{name}: {value}\r\n" for name, value in headers.items())
             + "Transfer-Encoding: chunked\r\n\r\n"
         )

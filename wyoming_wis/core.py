@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -244,7 +245,8 @@ class Core:
         """
         if self.wake is None:
             raise UnknownWakeWord("This server offers no wake words (--wake-model none)")
-        return self.wake.open(request.names, self.budget.hold(), on_heard)
+        max_seconds = self.settings.max_audio_seconds if request.recording else math.inf
+        return self.wake.open(request.names, self.budget.hold(), on_heard, max_seconds)
 
     async def speech_stream(self, request: SpeechRequest) -> SpeechStream:
         """A stream in the voice's own manner, at the request's speed if given; `cached=False` skips the cache.

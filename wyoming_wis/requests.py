@@ -56,3 +56,4 @@ class WakeRequest:
     """Wake words to listen for in a stream of audio."""
 
     names: tuple[str, ...] = ()  # models by name (or the name another server gives them); (): the default one
+    recording: bool = False  # a recording (HTTP): at most --max-audio-seconds; a satellite's stream may last all day

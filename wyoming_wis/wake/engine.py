@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
+import math
 import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -21,7 +22,7 @@ from dataclasses import replace
 from ..audio import AudioFormat
 from ..budget import Hold
 from ..config import WakeSettings
-from ..errors import UnknownWakeWord
+from ..errors import AudioTooLong, UnknownWakeWord
 from ..scheduler import Scheduler
 from ..served import Entry
 from .listener import Heard, Listener
@@ -66,10 +67,10 @@ class WakeEngine:
             chosen = [(name, replace(model, cutoff=self.settings.wake_cutoff)) for name, model in chosen]
         return chosen
 
-    def open(self, names: Sequence[str], hold: Hold, on_heard: OnHeard) -> WakeStream:
+    def open(self, names: Sequence[str], hold: Hold, on_heard: OnHeard, max_seconds: float = math.inf) -> WakeStream:
         chosen = self.resolve(names)
         hold.set(STREAM_BYTES)  # before loading anything for it
-        return WakeStream(self, chosen, hold, on_heard)
+        return WakeStream(self, chosen, hold, on_heard, max_seconds)
 
     def entries(self) -> list[Entry]:
         """The models offered; their one queue is the engine's, in /metrics under `wake`."""
@@ -93,8 +94,17 @@ class WakeEngine:
 class WakeStream:
     """One client's audio, heard for the wake words it asked for until it closes."""
 
-    def __init__(self, engine: WakeEngine, chosen: list[tuple[str, WakeModel]], hold: Hold, on_heard: OnHeard) -> None:
+    def __init__(
+        self,
+        engine: WakeEngine,
+        chosen: list[tuple[str, WakeModel]],
+        hold: Hold,
+        on_heard: OnHeard,
+        max_seconds: float = math.inf,
+    ) -> None:
         self.engine = engine
+        self.max_seconds = max_seconds
+        self.seconds = 0.0  # of audio fed
         self.chosen = chosen
         self.names = [name for name, _ in chosen]
         self.heard: list[Heard] = []
@@ -120,11 +130,19 @@ class WakeStream:
             raise self._failed
         if not pcm or self._closed:
             return
+        self.seconds += audio_format.seconds(len(pcm))
+        if self.seconds > self.max_seconds:
+            raise AudioTooLong(f"Audio is longer than the limit of {self.max_seconds:g} seconds")
         self._kept.append((pcm, audio_format))
         self._kept_bytes += len(pcm)
         if self._pump is None or self._pump.done():
             # not on the request's deadline: a stream that lasts all day is not late
             self._pump = contextvars.Context().run(asyncio.create_task, self._hear())
+
+    def reserve(self, size: int) -> None:
+        """Count a buffer the frontend keeps for this stream (a decoded upload) in its share of the memory budget,
+        before it is allocated; raises Busy if the budget cannot take it."""
+        self._hold.set(STREAM_BYTES + size)
 
     async def drain(self) -> list[Heard]:
         """Wait until everything fed is heard; returns every detection of the stream."""

@@ -1,0 +1,88 @@
+"""POST /api/wake: the wake words heard in a recording, or in audio streamed as a Willow device streams it.
+
+A file (multipart `file`, any format PyAV reads) is decoded in a codec thread; a body of raw PCM, WAV or AMR-WB
+described by `x-audio-*` headers (as /api/willow takes it) is heard as it arrives, so a long chunked stream is
+answered a moment after its last chunk. Either way the answer lists every detection with its time in the audio,
+as the Wyoming `detection` event gives it; a recording may last --max-audio-seconds.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from aiohttp import web
+
+from wyoming_wis.audio import WHISPER_RATE, AudioFormat, decode_file
+from wyoming_wis.core import Heard, WakeStream
+from wyoming_wis.requests import WakeRequest
+
+from . import fields
+from .errors import bad_field
+from .state import core_of, in_thread
+from .willow import device_format, read_device_audio
+
+routes = web.RouteTableDef()
+
+NATIVE = AudioFormat(WHISPER_RATE, 2, 1)  # what a decoded file is fed as: 16 kHz, 16-bit mono
+PIECE_BYTES = 64 * 1024  # a decoded file is fed in pieces of this size, as if it streamed
+
+
+@routes.post("/api/wake")
+async def wake(request: web.Request) -> web.Response:
+    """`{"detections": [{"name", "timestamp", "probability"}], "audio_duration"}`; timestamps and duration in ms."""
+    names = tuple(name.strip() for value in request.query.getall("names", []) for name in value.split(",") if name)
+    core = core_of(request)
+    await core.refresh_wake_words()
+
+    async def heard(_: Heard) -> None:
+        """Detections are answered together at the end."""
+
+    if request.content_type == "multipart/form-data":
+        form = await fields.read_form(request)
+        upload = form.get("file")
+        if not isinstance(upload, web.FileField):
+            raise bad_field("file", "'file' is required: the recording, as a file in multipart/form-data")
+        stream = core.open_wake(WakeRequest(names=names, recording=True), heard)
+        try:
+            await _feed_file(request, stream, upload)
+            detections = await stream.drain()
+        finally:
+            stream.close()
+    else:
+        audio_format, codec = device_format(request)
+        stream = core.open_wake(WakeRequest(names=names, recording=True), heard)
+        try:
+
+            async def samples(decoded: np.ndarray) -> None:
+                await stream.feed((np.clip(decoded, -1, 1) * 32767).astype("<i2").tobytes(), NATIVE)
+
+            await read_device_audio(request, audio_format, codec, stream.feed, samples)
+            detections = await stream.drain()
+        finally:
+            stream.close()
+    return web.json_response(
+        {
+            "detections": [
+                {"name": found.name, "timestamp": found.milliseconds, "probability": found.probability}
+                for found in detections
+            ],
+            "audio_duration": round(stream.seconds * 1000),
+        }
+    )
+
+
+async def _feed_file(request: web.Request, stream: WakeStream, upload: web.FileField) -> None:
+    """Decode the upload to 16-bit samples in a codec thread (counted in the stream's budget before it is read or
+    made), then feed it a piece at a time."""
+
+    def decode() -> bytes:
+        file = upload.file
+        size = file.seek(0, 2)
+        file.seek(0)
+        stream.reserve(size)
+        data = file.read()
+        made = decode_file(data, WHISPER_RATE, stream.max_seconds, "file", "s16", lambda n: stream.reserve(size + n))
+        return made.tobytes()
+
+    pcm = await in_thread(request, decode)
+    for start in range(0, len(pcm), PIECE_BYTES):
+        await stream.feed(pcm[start : start + PIECE_BYTES], NATIVE)
