@@ -20,6 +20,7 @@ from wyoming_wis import __version__
 from wyoming_wis.audio import CHANNEL_COUNTS, ENCODINGS, MAX_RATE, MIN_RATE
 from wyoming_wis.core import MAX_PROMPT_CHARS, SAYABLE, VOICE_NAME, WHISPER_LANGUAGES
 from wyoming_wis.requests import MAX_BEAM_SIZE, SENSITIVITIES, SpeechRequest
+from wyoming_wis.served import MICRO_WAKE, OPEN_WAKE
 from wyoming_wis.values import MAX_SPEED, MIN_SPEED
 
 from . import openai_speech, openai_transcriptions, transcript_formats, willow
@@ -296,6 +297,25 @@ SCHEMAS: dict[str, Any] = {
         "required": ["file"],
         "additionalProperties": False,
         "properties": {"file": {**BINARY, "description": "The recording, in any format"}},
+    },
+    "WakeWords": {
+        "type": "object",
+        "required": ["wake_words"],
+        "properties": {
+            "wake_words": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["name", "phrase", "family", "languages"],
+                    "properties": {
+                        "name": {"type": "string", "description": "What `names` takes"},
+                        "phrase": {"type": "string", "description": "What the speaker says"},
+                        "family": {"type": "string", "enum": [MICRO_WAKE, OPEN_WAKE]},
+                        "languages": {"type": "array", "items": STRING},
+                    },
+                },
+            }
+        },
     },
     "WakeDetections": {
         "type": "object",
@@ -587,6 +607,11 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
         "summary": "Whether a recording is saved",
         "responses": {"200": {"description": "A recording is saved"}, "404": {"description": "None yet"}},
     },
+    ("get", "/api/wake"): {
+        "tags": ["Wake words"],
+        "summary": "The wake words offered, both families",
+        "responses": {"200": _json(_schema("WakeWords"), "Every wake word offered"), **_errors(503)},
+    },
     ("post", "/api/wake"): {
         "tags": ["Wake words"],
         "summary": "The wake words heard in a recording, or in audio streamed as it is recorded",
@@ -625,9 +650,11 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
         "description": "The browser's offer (an Opus audio track and a data channel, every ICE candidate "
         "gathered) in, the answer out. On the data channel, JSON {type, message?, obj?}: the browser sends "
         "ping, start and stop (obj: model, language, beam_size, detect_language, partials, hands_free, "
-        "vad_sensitivity); the server sends pong, partial (obj.text: the stable text so far), infer (obj: text, "
-        "language, audio_duration, infer_time, model), log and error (obj.code). Hands-free, the server ends each "
-        "turn at a pause (turn-end, obj.reason), answers it with infer and listens for the next, until stop. "
+        "vad_sensitivity), wake (obj.names: wake words to listen for) and wake-stop; the server sends pong, partial "
+        "(obj.text: the stable text so far), infer (obj: text, language, audio_duration, infer_time, model), "
+        "detection (obj: name, timestamp, probability), not-detected, log and error (obj.code). Hands-free, the "
+        "server ends each turn at a pause (turn-end, obj.reason), answers it with infer and listens for the next, "
+        "until stop. "
         "429 when --rtc-max-sessions connections are open; 503 also when --rtc-ports has no free port.",
         "parameters": [
             _query("model", "A loaded Whisper model for this connection's utterances (default: the first)"),

@@ -1,4 +1,5 @@
-"""POST /api/wake: the wake words heard in a recording, or in audio streamed as a Willow device streams it.
+"""POST /api/wake: the wake words heard in a recording, or in audio streamed as a Willow device streams it;
+GET /api/wake: the wake words offered.
 
 A file (multipart `file`, any format PyAV reads) is decoded in a codec thread; a body of raw PCM, WAV or AMR-WB
 described by `x-audio-*` headers (as /api/willow takes it) is heard as it arrives, so a long chunked stream is
@@ -11,9 +12,10 @@ from __future__ import annotations
 import numpy as np
 from aiohttp import web
 
-from wyoming_wis.audio import WHISPER_RATE, AudioFormat, decode_file
+from wyoming_wis.audio import NATIVE, WHISPER_RATE, decode_file, s16
 from wyoming_wis.core import Heard, WakeStream
 from wyoming_wis.requests import WakeRequest
+from wyoming_wis.served import WAKE
 
 from . import fields
 from .errors import bad_field
@@ -22,7 +24,23 @@ from .willow import device_format, read_device_audio
 
 routes = web.RouteTableDef()
 
-NATIVE = AudioFormat(WHISPER_RATE, 2, 1)  # what a decoded file is fed as: 16 kHz, 16-bit mono
+
+@routes.get("/api/wake")
+async def wake_words(request: web.Request) -> web.Response:
+    """Every wake word offered: `{"wake_words": [{"name", "phrase", "family", "languages"}]}`."""
+    core = core_of(request)
+    await core.refresh_wake_words()
+    offered = core.served().of_kind(WAKE)
+    return web.json_response(
+        {
+            "wake_words": [
+                {"name": model.name, "phrase": model.phrase, "family": model.engine, "languages": list(model.languages)}
+                for model in offered
+            ]
+        }
+    )
+
+
 PIECE_BYTES = 64 * 1024  # a decoded file is fed in pieces of this size, as if it streamed
 
 
@@ -53,7 +71,7 @@ async def wake(request: web.Request) -> web.Response:
         try:
 
             async def samples(decoded: np.ndarray) -> None:
-                await stream.feed((np.clip(decoded, -1, 1) * 32767).astype("<i2").tobytes(), NATIVE)
+                await stream.feed(s16(decoded), NATIVE)
 
             await read_device_audio(request, audio_format, codec, stream.feed, samples)
             detections = await stream.drain()

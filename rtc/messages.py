@@ -2,7 +2,11 @@
 
 Client to server: `ping`; `start` and `stop`, each with an optional `obj` of
 recognition parameters (`model`, `language`, `beam_size`, `detect_language`,
-`partials`, `hands_free`, `vad_sensitivity`). Server to client: `pong`,
+`partials`, `hands_free`, `vad_sensitivity`); `wake` (`obj.names`: the wake
+words to listen for, a list or comma-separated; none: okay_nabu) and
+`wake-stop`. Server to client: `detection` (`obj`: `name`, `timestamp` in ms
+since `wake`, `probability`) as soon as a wake word is heard, `not-detected`
+at `wake-stop` if none was, `pong`,
 `partial` (`obj.text`: all the stable text so far), `turn-end` (hands-free: the
 server ended the turn, `obj.reason`; its `infer` follows), `infer` (`obj`:
 `text`, `language`, `audio_duration` and `infer_time` in ms, `model`), `log`
@@ -22,7 +26,7 @@ from wyoming_wis.values import parse_bool
 MAX_MESSAGE = 64 * 1024  # characters; a control message is a few dozen
 BAD_MESSAGE = "bad-message"
 NOT_STARTED = "not-started"
-CLIENT_TYPES = ("ping", "start", "stop")
+CLIENT_TYPES = ("ping", "start", "stop", "wake", "wake-stop")
 
 
 class BadMessage(Exception):
@@ -79,6 +83,22 @@ class Params:
         )
 
 
+def wake_names(values: Any) -> tuple[str, ...]:
+    """The wake words a `wake` message's obj names: `names`, a list of strings or one comma-separated string."""
+    if values is None:
+        return ()
+    if not hasattr(values, "get"):
+        raise BadMessage("wake's obj must be an object")
+    names = values.get("names")
+    if names is None or names == "":
+        return ()
+    if isinstance(names, str):
+        names = names.split(",")
+    if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
+        raise BadMessage(f"names must be a list of wake word names; got {names!r}")
+    return tuple(name.strip() for name in names if name.strip())
+
+
 @dataclass(frozen=True)
 class Message:
     type: str
@@ -121,6 +141,14 @@ def partial(text: str, language: str | None) -> str:
     if language:
         obj["language"] = language
     return _dump({"type": "partial", "obj": obj})
+
+
+def detection(name: str, milliseconds: int, probability: float) -> str:
+    return _dump({"type": "detection", "obj": {"name": name, "timestamp": milliseconds, "probability": probability}})
+
+
+def not_detected() -> str:
+    return _dump({"type": "not-detected"})
 
 
 def turn_end(reason: str) -> str:

@@ -23,6 +23,10 @@ that comes meanwhile is kept for it, so no word said early is lost; a `stop`
 that comes meanwhile stops that next turn. A turn in which nobody spoke is
 not answered; the next simply starts.
 
+Wake words (`wake` to `wake-stop`) are heard in the same track's audio, apart
+from utterances and at the same time as them: each `detection` goes out as soon
+as it is heard, and `wake-stop` is answered with `not-detected` if none was.
+
 Between utterances the browser may detach its track (`replaceTrack(null)`);
 it then sends an RTCP BYE, on which aiortc would end the track for good. This
 server ignores BYE on its receivers, as WIS did, so the track lives on and
@@ -58,8 +62,9 @@ from aiortc.rtp import RtcpByePacket
 from wyoming_wis import metrics
 from wyoming_wis.budget import client
 from wyoming_wis.config import PortRange
-from wyoming_wis.core import AsrSession, Core, Transcript
+from wyoming_wis.core import AsrSession, Core, Heard, Transcript, WakeStream
 from wyoming_wis.errors import UnknownModel, WisError
+from wyoming_wis.requests import WakeRequest
 from wyoming_wis.scheduler import patience
 
 from . import ice, messages
@@ -145,6 +150,7 @@ class Peer:
         self._executor = executor
         self._on_closed = on_closed
         self._utterance: _Utterance | None = None
+        self._wake: _Wake | None = None  # listening for wake words, from `wake` to `wake-stop`
         self._turns: asyncio.Task[None] | None = None  # hands-free: ends each turn and starts the next
         self._between: deque[av.AudioFrame] = deque(maxlen=BETWEEN_TURNS)  # audio for the next hands-free turn
         self._stop_next: Params | None = None  # a stop that came between two hands-free turns
@@ -200,6 +206,10 @@ class Peer:
                 if self._utterance is not None:
                     utterance, self._utterance = self._utterance, None
                     utterance.cancel()
+            with self._guarded("ending the wake word listening"):
+                if self._wake is not None:
+                    wake, self._wake = self._wake, None
+                    wake.end("cancelled")
             tasks = list(self._tasks)
             for task in tasks:
                 task.cancel()
@@ -261,12 +271,65 @@ class Peer:
                 _send(channel, messages.pong())
             elif message.type == "start":
                 self._start(channel, Params.parse(message.obj, "start's obj"))
+            elif message.type == "wake":
+                self._listen_for_wake_words(channel, messages.wake_names(message.obj))
+            elif message.type == "wake-stop":
+                self._stop_wake_words(channel)
             else:
                 self._stop(channel, Params.parse(message.obj, "stop's obj"))
         except (BadMessage, WisError) as err:
             self._refuse(channel, err)
         except Exception:  # raised here it would reach aiortc's SCTP transport: log it, answer, carry on
             self._report_bug(channel, "handling a message")
+
+    # -- wake words -----------------------------------------------------------------
+
+    def _listen_for_wake_words(self, channel: RTCDataChannel, names: tuple[str, ...]) -> None:
+        """Hear the track for these wake words from now on; a `wake` while listening starts again with its names."""
+        if self._wake is not None:
+            self._wake.end("cancelled")
+            self._wake = None
+
+        async def heard(found: Heard) -> None:
+            _send(channel, messages.detection(found.name, found.milliseconds, found.probability))
+
+        with client(self.remote):
+            stream = self._core.open_wake(WakeRequest(names=names), heard)
+        self._wake = _Wake(channel, stream, Listener(stream, self._executor))
+
+    def _stop_wake_words(self, channel: RTCDataChannel) -> None:
+        wake, self._wake = self._wake, None
+        if wake is None:
+            raise BadMessage("wake-stop without wake: send wake first", NOT_STARTED)
+        self._spawn(self._end_wake_words(channel, wake))
+
+    async def _end_wake_words(self, channel: RTCDataChannel, wake: _Wake) -> None:
+        """Hear what is left of the audio; `not-detected` if no wake word was heard."""
+        try:
+            await wake.listener.drain()
+            heard = await wake.stream.drain()
+        except WisError as err:
+            wake.end(err)
+            self._refuse(channel, err)
+            return
+        except BaseException:
+            wake.end("cancelled")
+            raise
+        wake.end(None)
+        if not heard:
+            _send(channel, messages.not_detected())
+
+    async def _hear_wake_words(self, frame: av.AudioFrame) -> None:
+        wake = self._wake
+        if wake is None or not wake.listener.add(frame):
+            return
+        try:
+            await wake.listener.feed()
+        except WisError as err:  # e.g. the CPU fell behind: listening ends, the connection stays
+            if self._wake is wake:
+                self._wake = None
+            wake.end(err)
+            self._refuse(wake.channel, err)
 
     # -- utterances -----------------------------------------------------------------
 
@@ -391,6 +454,7 @@ class Peer:
                 frame = await track.recv()
             except MediaStreamError:  # the receiver stopped: the connection is closing
                 return
+            await self._hear_wake_words(frame)
             utterance = self._utterance
             if utterance is None:
                 if self._turns is not None:  # hands-free, between two turns: the start of the next one
@@ -458,6 +522,27 @@ class Peer:
         self._tasks.discard(task)
         if not task.cancelled() and (err := task.exception()) is not None:
             _LOGGER.error("WebRTC connection %d: unexpected error", self.id, exc_info=err)
+
+
+class _Wake:
+    """From `wake` to `wake-stop`: the stream heard for wake words, the track's audio into it, and its count."""
+
+    def __init__(self, channel: RTCDataChannel, stream: WakeStream, listener: Listener) -> None:
+        self.channel = channel
+        self.stream = stream
+        self.listener = listener
+        self._request = metrics.Request("webrtc", "wake")
+
+    def end(self, outcome: WisError | str | None) -> None:
+        """Free the stream; `outcome`: None when answered, the error, or why it was dropped ("cancelled")."""
+        self.listener.close()
+        self.stream.close()
+        if outcome is None:
+            self._request.done()
+        elif isinstance(outcome, str):
+            self._request.done(outcome)
+        else:
+            self._request.failed(outcome)
 
 
 class _Utterance:

@@ -1,4 +1,4 @@
-"""Audio from a browser's track into an ASR session, resampled off the event loop.
+"""Audio from a browser's track into an ASR session (or a wake word stream), resampled off the event loop.
 
 aiortc hands over 20 ms frames of decoded Opus (48 kHz, s16, stereo). They are
 kept until 60 ms have come, then resampled to 16 kHz mono float32 in a codec
@@ -11,20 +11,26 @@ from __future__ import annotations
 
 import asyncio
 from concurrent.futures import Executor
+from typing import Protocol
 
 import av
 import numpy as np
 
 from wyoming_wis.audio import WHISPER_RATE, mono_resampler
-from wyoming_wis.core import AsrSession
 
 BATCH_SECONDS = 0.06
+
+
+class Sink(Protocol):
+    """Where the audio goes: an AsrSession, or a WakeStream."""
+
+    def feed_samples(self, samples: np.ndarray) -> None: ...
 
 
 class Listener:
     """One utterance's audio: frames in as the track delivers them, samples into `session` in batches."""
 
-    def __init__(self, session: AsrSession, executor: Executor | None = None) -> None:
+    def __init__(self, session: Sink, executor: Executor | None = None) -> None:
         self.session = session
         self.stopped = False  # no more frames are taken once the utterance is stopped
         self._executor = executor

@@ -14,6 +14,7 @@ import re
 import shutil
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -21,7 +22,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 from helpers import CORPUS, Pcm, Server, assert_clean_log, load_audio, normalise, silence, start_server, wav_bytes, wer
-from playwright.sync_api import Browser, BrowserContext, Page, Request, sync_playwright
+from playwright.sync_api import Browser, BrowserContext, Page, Playwright, Request, sync_playwright
 from prometheus_client.parser import text_string_to_metric_families
 
 pytestmark = pytest.mark.browser
@@ -90,35 +91,44 @@ class Watched:
 
 
 @pytest.fixture(scope="module")
-def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
-    """One headless chromium for the module, its microphone playing the corpus recording."""
+def playwright() -> Iterator[Playwright]:
     assert shutil.which(CHROMIUM), "this test needs Debian's chromium, which ./run.sh test installs"
-    wav = microphone_wav(tmp_path_factory.mktemp("microphone") / "microphone.wav")
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(
-            executable_path=CHROMIUM,
-            args=[
-                "--no-sandbox",
-                "--use-fake-ui-for-media-stream",
-                "--use-fake-device-for-media-stream",
-                f"--use-file-for-fake-audio-capture={wav}",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--no-first-run",
-                "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",  # nothing else even resolves
-            ],
-        )
-        yield launched
-        launched.close()
+    with sync_playwright() as running:
+        yield running
+
+
+def chromium(playwright: Playwright, microphone: Path) -> Browser:
+    """A headless chromium whose microphone plays `microphone` (a WAV, over and over)."""
+    return playwright.chromium.launch(
+        executable_path=CHROMIUM,
+        args=[
+            "--no-sandbox",
+            "--use-fake-ui-for-media-stream",
+            "--use-fake-device-for-media-stream",
+            f"--use-file-for-fake-audio-capture={microphone}",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",  # nothing else even resolves
+        ],
+    )
+
+
+@pytest.fixture(scope="module")
+def browser(playwright: Playwright, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
+    """One headless chromium for the module, its microphone playing the corpus recording."""
+    launched = chromium(playwright, microphone_wav(tmp_path_factory.mktemp("microphone") / "microphone.wav"))
+    yield launched
+    launched.close()
 
 
 Browsing = tuple[BrowserContext, Watched]
 
 
-@pytest.fixture
-def context(browser: Browser, server: Server) -> Iterator[Browsing]:
-    """A fresh profile (no stored key) whose every request is recorded; checked when the test ends."""
+@contextmanager
+def browsing(browser: Browser, server: Server) -> Iterator[Browsing]:
+    """A fresh profile (no stored key) whose every request is recorded; checked at the end."""
     made = browser.new_context(base_url=server.http_url, viewport={"width": 1000, "height": 1400})
     made.set_default_timeout(TIMEOUT_MS)
     watched = Watched(server.http_url)
@@ -127,6 +137,12 @@ def context(browser: Browser, server: Server) -> Iterator[Browsing]:
     yield made, watched
     made.close()
     watched.check()
+
+
+@pytest.fixture
+def context(browser: Browser, server: Server) -> Iterator[Browsing]:
+    with browsing(browser, server) as made:
+        yield made
 
 
 def open_page(context: Browsing, path: str) -> Page:
@@ -421,3 +437,35 @@ def test_hands_free_shows_each_sentence_when_the_speaker_pauses(context: Browsin
     assert page.locator("#utterances li").count() == len(shown)  # the turn stopped with nothing said is not listed
     assert page.is_enabled("#hands-free") and page.locator("#talk").inner_text() == "Start hands-free"
     assert "turn ended: " in page.locator("#log").inner_text()
+
+
+def test_the_talk_page_shows_each_wake_word_as_it_is_heard(
+    playwright: Playwright, server: Server, tmp_path: Path
+) -> None:
+    """A microphone that says "Okay Nabu" every few seconds: the page lists the wake words, listens for the one
+    chosen over the same WebRTC connection as talking, and shows each detection as it comes."""
+    speech = httpx.post(server.http_url + "/v1/audio/speech", json={"input": "Okay Nabu.", "response_format": "wav"})
+    phrase = load_audio(speech.raise_for_status().content, rate=48000)
+    microphone = tmp_path / "okay-nabu.wav"
+    microphone.write_bytes(
+        wav_bytes(Pcm(silence(2.0, 48000).audio + phrase.audio + silence(2.0, 48000).audio, 48000, 2, 1))
+    )
+    launched = chromium(playwright, microphone)
+    try:
+        with browsing(launched, server) as context:
+            page = open_page(context, "/rtc")
+            offered = page.eval_on_selector_all("#wake-word option", "options => options.map(o => o.value)")
+            assert {"okay_nabu", "okay_nabu_oww", "hey_jarvis", "hey_rhasspy_oww"} <= set(offered), offered
+            assert page.input_value("#wake-word") == "okay_nabu"
+            page.click("#wake")
+            heard = page.locator('#detections li[data-name="okay_nabu"]')
+            heard.first.wait_for()
+            assert heard.first.locator(".text").inner_text() == "Okay Nabu (microWakeWord)"
+            assert re.fullmatch(r"at \d+\.\d\d s", heard.first.locator(".timing").inner_text())
+            assert page.get_attribute("#wake", "aria-pressed") == "true"
+            page.screenshot(path=tmp_path / "wake.png", full_page=True)
+            page.click("#wake")
+            assert page.get_attribute("#wake", "aria-pressed") == "false"
+            page.wait_for_function("() => document.getElementById('log').textContent.includes('Microphone detached')")
+    finally:
+        launched.close()

@@ -759,6 +759,55 @@ def test_a_bad_public_address_stops_the_server_at_startup(tmp_path: Path) -> Non
     assert "--rtc-public-address: expected an IP address" in server.log, server.log
 
 
+# -- wake words -------------------------------------------------------------------------
+
+
+async def test_a_wake_word_is_heard_on_the_track_then_the_command_transcribed(rtc_server: Server) -> None:
+    """As the console's page does it: `wake`, the microphone says "Okay Nabu", `detection` comes while it streams;
+    the command after it is an utterance as usual, and `wake-stop` then has nothing more to say."""
+    wake_word, command = await said(rtc_server, "Okay Nabu."), await said(rtc_server, "Turn on the kitchen light.")
+    client = Client(url(rtc_server))
+    await client.connect()
+    try:
+        client.send("wake", {"names": ["okay_nabu", "hey_jarvis"]})
+        client.track.play(np.concatenate([pause(1.0), wake_word]))
+        detection = (await client.until("detection", "error", timeout=30))[-1]
+        assert detection["type"] == "detection" and detection["obj"]["name"] == "okay_nabu", detection
+        assert 1000 < detection["obj"]["timestamp"] < 1000 + seconds(wake_word) * 1000 + 600, detection
+        await client.track.played()
+        heard = await client.utterance(command)
+        assert wer(["Turn on the kitchen light."], [heard.text]) == 0, heard.messages
+        client.send("wake-stop")
+        client.send("ping")
+        assert [message["type"] for message in await client.until("pong")] == ["pong"]  # no not-detected
+
+        client.send("wake", {"names": "hey_jarvis"})
+        client.track.play(wake_word)
+        await client.track.played()
+        client.send("wake-stop")
+        assert (await client.until("not-detected", "detection", "error"))[-1]["type"] == "not-detected"
+    finally:
+        await client.close()
+
+
+async def test_wake_messages_that_cannot_be_followed_are_errors_and_the_connection_carries_on(
+    rtc_server: Server,
+) -> None:
+    client = Client(url(rtc_server))
+    await client.connect()
+    try:
+        for obj, code in (({"names": ["hey_siri"]}, "unknown-wake-word"), ({"names": 7}, "bad-message")):
+            client.send("wake", obj)
+            error = (await client.until("error"))[-1]
+            assert error["obj"]["code"] == code, error
+        client.send("wake-stop")
+        assert (await client.until("error"))[-1]["obj"]["code"] == "not-started"
+        client.send("ping")
+        assert (await client.until("pong"))[-1]["type"] == "pong"
+    finally:
+        await client.close()
+
+
 async def test_stopping_the_server_closes_open_connections(rtc_server: Server) -> None:
     """Last in this module: SIGTERM with a browser connected mid-utterance; the server ends cleanly and soon."""
     client = Client(url(rtc_server))

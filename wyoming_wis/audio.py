@@ -114,6 +114,14 @@ class PcmConverter:
         return np.concatenate([frame.to_ndarray()[0] for frame in frames])
 
 
+NATIVE = AudioFormat(WHISPER_RATE, 2, 1)  # 16 kHz 16-bit mono: what Home Assistant sends, and wake words hear
+
+
+def s16(samples: np.ndarray) -> bytes:
+    """Float samples (-1 to 1) as 16-bit PCM."""
+    return (np.clip(samples, -1.0, 1.0) * 32767).astype("<i2").tobytes()
+
+
 def pcm_frame(pcm: bytes, source: AudioFormat) -> av.AudioFrame:
     """Whole frames of packed PCM as one PyAV frame."""
     sample_format, dtype = _SAMPLE_FORMATS[source.width]

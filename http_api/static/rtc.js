@@ -6,6 +6,8 @@
 // the server sends partial {text}, infer {text, language, audio_duration, infer_time, model}, log, error {code},
 // pong, and hands-free turn-end {reason} when it ends a turn (that turn's infer follows; the next turn has begun).
 // Each stop, and each turn-end, is answered by one infer or error, in order: `pending` pairs them up.
+// Wake words: the page sends wake {names} and wake-stop; the server sends detection {name, timestamp, probability}
+// as soon as it hears one, and not-detected at wake-stop if it heard none.
 // Between utterances the microphone is detached from the connection (replaceTrack(null)) and attached again on
 // the next start, so an open connection costs nothing while nobody talks.
 import { $, api, apiJson, fillSelect, h, say, sayError, setupKeyForm } from "./common.js";
@@ -37,6 +39,7 @@ let pingSent = 0;
 let pressedAt = 0;
 let pressStarted = false;
 let partialsShown = 0;
+let wakeListening = false; // wake sent, wake-stop not yet
 
 // -- log and state ---------------------------------------------------------------
 
@@ -168,6 +171,7 @@ function closed(connection, why) {
   showConnection("not connected", "closed");
   for (const utterance of pending) fail(utterance, why);
   pending = [];
+  if (wakeListening) setWakeListening(false);
   if (talking) {
     talking = false;
     current = null;
@@ -284,7 +288,7 @@ function stopTalking() {
 function detachSoon() {
   clearTimeout(detachTimer);
   detachTimer = setTimeout(() => {
-    if (!peer || talking || !peer.sender.track) return;
+    if (!peer || talking || wakeListening || !peer.sender.track) return;
     peer.sender.replaceTrack(null).then(
       () => log("Microphone detached until the next start"),
       (error) => log(`Detaching the microphone: ${error.message}`),
@@ -329,6 +333,12 @@ function received(data) {
     case "infer":
       final(obj);
       break;
+    case "detection":
+      detected(obj);
+      break;
+    case "not-detected":
+      log("No wake word was heard");
+      break;
     case "pong":
       if (pingSent) log(`pong after ${Math.round(performance.now() - pingSent)} ms`);
       break;
@@ -339,7 +349,10 @@ function received(data) {
       const text = `${message.message}${obj.code ? ` (${obj.code})` : ""}`;
       log(`server error: ${text}`);
       say(state, text, "error");
-      if (pending.length) {
+      if (wakeListening && !pending.length && !(current && current.started)) {
+        setWakeListening(false); // the server refused the wake words (or could not keep up): listening is over
+        detachSoon();
+      } else if (pending.length) {
         fail(pending.shift(), text); // the oldest utterance waiting for its text will not get it
       } else if (current && current.started) {
         fail(current, text); // the server refused the start (an unknown model, say): this utterance is over
@@ -352,6 +365,66 @@ function received(data) {
     }
     default:
       log(`Unknown message ${JSON.stringify(message).slice(0, 200)}`);
+  }
+}
+
+// -- wake words ------------------------------------------------------------------
+
+function setWakeListening(on) {
+  wakeListening = on;
+  const button = $("wake");
+  button.setAttribute("aria-pressed", String(on));
+  button.textContent = on ? "Stop listening" : "Listen for the wake word";
+  $("wake-word").disabled = on;
+}
+
+async function toggleWake() {
+  if (wakeListening) {
+    send({ type: "wake-stop" });
+    log("wake-stop");
+    setWakeListening(false);
+    detachSoon();
+    return;
+  }
+  setWakeListening(true);
+  clearTimeout(detachTimer);
+  try {
+    const connection = await connect();
+    const track = await getMicrophone();
+    if (connection.sender.track !== track) await connection.sender.replaceTrack(track);
+  } catch (error) {
+    setWakeListening(false);
+    sayError(state, error, "Could not connect");
+    log(`Error: ${error.message}`);
+    if (!peer) releaseMicrophone();
+    return;
+  }
+  const names = [$("wake-word").value].filter(Boolean);
+  send({ type: "wake", obj: { names } });
+  log(`wake ${JSON.stringify(names)}`);
+}
+
+function detected(obj) {
+  const seconds = (obj.timestamp / 1000).toFixed(2);
+  log(`detection: ${obj.name} at ${seconds} s (${obj.probability})`);
+  const phrase = $("wake-word").selectedOptions[0]?.textContent || obj.name;
+  const when = h("span", { class: "timing" }, `at ${seconds} s`);
+  $("detections").prepend(h("li", { dataset: { name: obj.name } }, h("span", { class: "text" }, phrase), when));
+}
+
+async function loadWakeWords() {
+  try {
+    const { wake_words: offered } = await apiJson("api/wake");
+    const family = { microwakeword: "microWakeWord", openwakeword: "openWakeWord" };
+    fillSelect(
+      $("wake-word"),
+      offered.map((word) => [word.name, `${word.phrase} (${family[word.family] || word.family})`]),
+      "okay_nabu",
+    );
+    $("wake").disabled = !offered.length;
+  } catch (error) {
+    $("wake").disabled = true;
+    log(`Wake words: ${error.message}`);
   }
 }
 
@@ -455,6 +528,7 @@ async function loadChoices() {
   } catch (error) {
     log(`Voices unavailable: ${error.message}`);
   }
+  await loadWakeWords();
   document.body.dataset.loaded = "true";
 }
 
@@ -495,6 +569,7 @@ $("hands-free").addEventListener("change", () => {
   if (!talking) talkButton.textContent = buttonLabel(document.body.dataset.rtc);
 });
 $("disconnect").addEventListener("click", disconnect);
+$("wake").addEventListener("click", toggleWake);
 window.addEventListener("pagehide", () => disconnect());
 
 setupKeyForm(loadChoices);

@@ -19,10 +19,12 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 
-from ..audio import AudioFormat
+import numpy as np
+
+from ..audio import NATIVE, AudioFormat, s16
 from ..budget import Hold
 from ..config import WakeSettings
-from ..errors import AudioTooLong, UnknownWakeWord
+from ..errors import AudioTooLong, Busy, UnknownWakeWord
 from ..scheduler import Scheduler
 from ..served import Entry
 from .listener import Heard, Listener
@@ -128,6 +130,19 @@ class WakeStream:
             await self._caught_up.wait()
         if self._failed is not None:
             raise self._failed
+        self._keep(pcm, audio_format)
+
+    def feed_samples(self, samples: np.ndarray) -> None:
+        """Keep 16 kHz float32 audio from a live source (a browser's microphone), which cannot be made to wait:
+        one the CPU has fallen MAX_KEPT_BYTES behind gets Busy."""
+        if self._failed is not None:
+            raise self._failed
+        pcm = s16(samples)
+        if self._kept_bytes and self._kept_bytes + len(pcm) > MAX_KEPT_BYTES:
+            raise Busy("Wake word detection has fallen behind this stream: the server is overloaded")
+        self._keep(pcm, NATIVE)
+
+    def _keep(self, pcm: bytes, audio_format: AudioFormat) -> None:
         if not pcm or self._closed:
             return
         self.seconds += audio_format.seconds(len(pcm))

@@ -14,15 +14,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import numpy as np
 from pymicro_wakeword import MicroWakeWord, MicroWakeWordFeatures
 from pyopen_wakeword import OpenWakeWord, OpenWakeWordFeatures
 
-from ..audio import WHISPER_RATE, AudioFormat, PcmConverter
+from ..audio import NATIVE, WHISPER_RATE, AudioFormat, PcmConverter, s16
 from .models import MICRO, OPEN, WakeModel, library_dir, tflite_library
 
-RATE = WHISPER_RATE  # both families listen at 16 kHz, 16-bit mono
-NATIVE = AudioFormat(RATE, 2, 1)
+RATE = WHISPER_RATE  # both families listen at 16 kHz, 16-bit mono (NATIVE)
 MICRO_STEP = 160  # samples: microWakeWord makes a feature every 10 ms
 OPEN_STEP = 1280  # samples: openWakeWord makes an embedding every 80 ms
 
@@ -90,8 +88,7 @@ class Listener:
         if audio_format != NATIVE or self._converter is not None:
             if self._converter is None or self._converter.source != audio_format:
                 self._converter = PcmConverter(audio_format)
-            samples = self._converter.convert(pcm)
-            pcm = (np.clip(samples, -1.0, 1.0) * 32767).astype("<i2").tobytes()
+            pcm = s16(self._converter.convert(pcm))
         self._pending += pcm
         step = 2 * (OPEN_STEP if self._open is not None else MICRO_STEP)
         heard: list[Heard] = []
