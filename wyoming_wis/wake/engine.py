@@ -27,14 +27,12 @@ from ..config import WakeSettings
 from ..errors import AudioTooLong, Busy, UnknownWakeWord
 from ..scheduler import Scheduler
 from ..served import Entry
-from .listener import Heard, Listener
+from .listener import Heard, Listener, footprint
 from .models import WakeModel, WakeModels
 
 _LOGGER = logging.getLogger(__name__)
 
 MAX_KEPT_BYTES = 256 * 1024  # of a stream's audio waiting to be heard (8 s at 16 kHz); past it, `feed` waits
-# What a stream holds, counted in the memory budget: its detectors (openWakeWord's features keep 0.8 MB) and audio.
-STREAM_BYTES = (1 << 20) + MAX_KEPT_BYTES
 DEFAULT_WAKE_WORD = "okay_nabu"  # for a `detect` that names none, as both peers do (if offered)
 
 OnHeard = Callable[[Heard], Awaitable[None]]
@@ -71,8 +69,9 @@ class WakeEngine:
 
     def open(self, names: Sequence[str], hold: Hold, on_heard: OnHeard, max_seconds: float = math.inf) -> WakeStream:
         chosen = self.resolve(names)
-        hold.set(STREAM_BYTES)  # before loading anything for it
-        return WakeStream(self, chosen, hold, on_heard, max_seconds)
+        stream = WakeStream(self, chosen, hold, on_heard, max_seconds)
+        stream.reserve(0)  # its detectors and the audio it may keep, counted before anything is loaded for it
+        return stream
 
     def entries(self) -> list[Entry]:
         """The models offered; their one queue is the engine's, in /metrics under `wake`."""
@@ -157,7 +156,7 @@ class WakeStream:
     def reserve(self, size: int) -> None:
         """Count a buffer the frontend keeps for this stream (a decoded upload) in its share of the memory budget,
         before it is allocated; raises Busy if the budget cannot take it."""
-        self._hold.set(STREAM_BYTES + size)
+        self._hold.set(footprint(self.chosen) + MAX_KEPT_BYTES + size)
 
     async def drain(self) -> list[Heard]:
         """Wait until everything fed is heard; returns every detection of the stream."""

@@ -21,6 +21,11 @@ from ..audio import NATIVE, WHISPER_RATE, AudioFormat, PcmConverter, s16
 from .models import MICRO, OPEN, WakeModel, library_dir, tflite_library
 
 RATE = WHISPER_RATE  # both families listen at 16 kHz, 16-bit mono (NATIVE)
+# What a stream's detectors hold (bench/wake.py, memory: 0.19 MB a stream for one microWakeWord model, 4.7 MB for
+# one openWakeWord model, whose melspectrogram and embedding models run in each stream), with room.
+MICRO_BYTES = 256 * 1024  # each microWakeWord model
+OPEN_FEATURE_BYTES = 5 * 1024 * 1024  # openWakeWord's features, once a stream
+OPEN_BYTES = 256 * 1024  # each openWakeWord model
 MICRO_STEP = 160  # samples: microWakeWord makes a feature every 10 ms
 OPEN_STEP = 1280  # samples: openWakeWord makes an embedding every 80 ms
 
@@ -33,6 +38,13 @@ class Heard:
     model: str
     milliseconds: int  # where in the stream the audio that made the detection ends
     probability: float
+
+
+def footprint(chosen: Sequence[tuple[str, WakeModel]]) -> int:
+    """Bytes a stream's detectors for these models hold."""
+    micro = sum(model.family == MICRO for _, model in chosen)
+    opened = len(chosen) - micro
+    return micro * MICRO_BYTES + (OPEN_FEATURE_BYTES + opened * OPEN_BYTES if opened else 0)
 
 
 @dataclass
