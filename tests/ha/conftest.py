@@ -143,7 +143,7 @@ async def add_server(hass: HomeAssistant, host: str, port: int) -> config_entrie
 
 
 def entity_ids(hass: HomeAssistant, entry: config_entries.ConfigEntry) -> dict[str, str]:
-    """The entry's entity ids by domain ("stt", "tts")."""
+    """The entry's entity ids by domain ("stt", "tts", "wake_word")."""
     entries = er.async_entries_for_config_entry(er.async_get(hass), entry.entry_id)
     return {item.domain: item.entity_id for item in entries}
 

@@ -26,14 +26,14 @@ SERVICE_TYPE = "_wyoming._tcp.local."
 NAME = "wyoming-wis"  # what our `info` calls the ASR program, the title HA gives the entry
 
 
-async def test_user_step_adds_stt_and_tts(
+async def test_user_step_adds_stt_tts_and_wake_word(
     hass: HomeAssistant, wis_server: WisServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     entry = await add_server(hass, wis_server.host, wis_server.port)
     assert entry.title == NAME
     assert entry.data == {"host": wis_server.host, "port": wis_server.port}
     ids = entity_ids(hass, entry)
-    assert sorted(ids) == ["stt", "tts"], ids
+    assert sorted(ids) == ["stt", "tts", "wake_word"], ids
     for entity_id in ids.values():
         assert hass.states.get(entity_id) is not None, entity_id
     assert wyoming_warnings(caplog) == []
@@ -70,7 +70,7 @@ async def test_zeroconf_discovery(hass: HomeAssistant, wis_server: WisServer, ca
     assert entry.data == {"host": "127.0.0.1", "port": wis_server.port}
     assert entry.unique_id == f"{info.name}_{NAME}"  # our stable instance name keeps it one device
     assert entry.state == config_entries.ConfigEntryState.LOADED
-    assert sorted(entity_ids(hass, entry)) == ["stt", "tts"]
+    assert sorted(entity_ids(hass, entry)) == ["stt", "tts", "wake_word"]
 
     # The same announcement again (a restart of the server) is the same device, not a new discovery
     again = await hass.config_entries.flow.async_init(
@@ -102,5 +102,5 @@ async def test_supervisor_discovery(
     assert entry.data == {"host": wis_server.host, "port": wis_server.port}
     assert entry.unique_id == info.uuid
     assert entry.state == config_entries.ConfigEntryState.LOADED
-    assert sorted(entity_ids(hass, entry)) == ["stt", "tts"]
+    assert sorted(entity_ids(hass, entry)) == ["stt", "tts", "wake_word"]
     assert wyoming_warnings(caplog) == []
