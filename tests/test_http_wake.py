@@ -60,7 +60,8 @@ async def test_a_device_stream_is_heard_as_it_arrives(server: Server, okay_nabu:
     assert answer.status == 200, answer.body
     result = answer.json()
     assert [found["name"] for found in result["detections"]] == ["okay_nabu_oww"], result
-    assert LEAD * 1000 < result["detections"][0]["timestamp"] < (LEAD + 1.5) * 1000, result
+    # stamped at the end of the piece that made it: an AMR-WB chunk decodes to a longer piece than raw PCM's
+    assert LEAD * 1000 < result["detections"][0]["timestamp"] < (LEAD + 2.0) * 1000, result
     assert answer.after_last_chunk < 1.0, answer.after_last_chunk
 
 

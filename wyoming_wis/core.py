@@ -157,7 +157,7 @@ class Core:
         wake = None
         if settings.wake.wake_model != ["none"]:
             models = WakeModels(settings.data_dir, settings.wake.wake_model)
-            wake = WakeEngine(models, settings.wake, workers=settings.threads, queue_size=settings.queue_size)
+            wake = WakeEngine(models, settings.wake, workers=settings.threads)
         core = cls(settings, runtime, asr, voices, registry, xtts, None if turn is None else TurnEngine(turn), wake)
         for engine in core.engines:
             engine.warm_up()

@@ -32,6 +32,7 @@ from .models import WakeModel, WakeModels
 
 _LOGGER = logging.getLogger(__name__)
 
+MAX_STREAMS = 4096  # streams heard at once, at most (each holds half a megabyte of the memory budget at least)
 MAX_KEPT_BYTES = 256 * 1024  # of a stream's audio waiting to be heard (8 s at 16 kHz); past it, `feed` waits
 DEFAULT_WAKE_WORD = "okay_nabu"  # for a `detect` that names none, as both peers do (if offered)
 
@@ -41,10 +42,12 @@ OnHeard = Callable[[Heard], Awaitable[None]]
 class WakeEngine:
     """The wake word models and the threads that run them for every stream."""
 
-    def __init__(self, models: WakeModels, settings: WakeSettings, *, workers: int, queue_size: int) -> None:
+    def __init__(self, models: WakeModels, settings: WakeSettings, *, workers: int) -> None:
         self.models = models
         self.settings = settings
-        self.scheduler = Scheduler("wake", workers, queue_size, engine="wake")
+        # A stream has at most one call queued (its pump's), so the queue holds a call per stream: the streams
+        # themselves are bounded by the memory budget and the connection limits, not by --queue-size.
+        self.scheduler = Scheduler("wake", workers, MAX_STREAMS, engine="wake")
 
     def refresh(self) -> None:
         """Pick up model files and manifest changes (blocking: reads a folder)."""

@@ -21,13 +21,15 @@ from ..audio import NATIVE, WHISPER_RATE, AudioFormat, PcmConverter, s16
 from .models import MICRO, OPEN, WakeModel, library_dir, tflite_library
 
 RATE = WHISPER_RATE  # both families listen at 16 kHz, 16-bit mono (NATIVE)
-# What a stream's detectors hold (bench/wake.py, memory: 0.19 MB a stream for one microWakeWord model, 4.7 MB for
-# one openWakeWord model, whose melspectrogram and embedding models run in each stream), with room.
+# What a stream's detectors hold (bench/wake.py, memory: 0.18 MB a stream for one microWakeWord model; 4.0 to 6.9 MB
+# for one openWakeWord model, whose melspectrogram and embedding models run in each stream), with room.
 MICRO_BYTES = 256 * 1024  # each microWakeWord model
-OPEN_FEATURE_BYTES = 5 * 1024 * 1024  # openWakeWord's features, once a stream
+OPEN_FEATURE_BYTES = 7 * 1024 * 1024  # openWakeWord's features, once a stream
 OPEN_BYTES = 256 * 1024  # each openWakeWord model
-MICRO_STEP = 160  # samples: microWakeWord makes a feature every 10 ms
-OPEN_STEP = 1280  # samples: openWakeWord makes an embedding every 80 ms
+# Audio is heard in whole steps of 10 ms, as soon as they come: microWakeWord makes a feature every 10 ms;
+# openWakeWord's features take any length (an embedding every 80 ms), and a window held back until 80 ms more
+# had come would be heard 50 ms late.
+MICRO_STEP = 160  # samples
 
 
 @dataclass(frozen=True)
@@ -102,11 +104,8 @@ class Listener:
                 self._converter = PcmConverter(audio_format)
             pcm = s16(self._converter.convert(pcm))
         self._pending += pcm
-        step = 2 * (OPEN_STEP if self._open is not None else MICRO_STEP)
-        heard: list[Heard] = []
-        usable = len(self._pending) - len(self._pending) % step
-        for start in range(0, usable, step):
-            heard += self._step(bytes(self._pending[start : start + step]))
+        usable = len(self._pending) - len(self._pending) % (2 * MICRO_STEP)  # whole 10 ms steps, heard at once
+        heard = self._step(bytes(self._pending[:usable])) if usable else []
         del self._pending[:usable]
         return heard
 
