@@ -447,6 +447,16 @@ _WILLOW_QUERY = [
     _query("detect_language", "Detect the language even where --language names one", BOOLEAN),
     _query("beam_size", "Beam search width (default: --beam-size)", BEAM_SIZE),
 ]
+_DEVICE_AUDIO = [  # how a device describes the raw audio of its body (/api/willow, and /api/wake without a file)
+    _header(
+        "x-audio-codec",
+        "pcm (raw), wav (PCM after a RIFF header) or amrwb (AMR-WB storage format)",
+        {"type": "string", "enum": list(willow.CODECS), "default": willow.DEFAULT_CODEC},
+    ),
+    _format_header("x-audio-sample-rate", "Hz", {"minimum": MIN_RATE, "maximum": MAX_RATE}),
+    _format_header("x-audio-bits", "Bits per sample", {"enum": list(willow.SAMPLE_BITS)}),
+    _format_header("x-audio-channel", "Channels", {"enum": list(CHANNEL_COUNTS)}),
+]
 _RECORDING = {
     "multipart/form-data": {"schema": _schema("Recording"), "encoding": {"audio_file": {"contentType": AUDIO}}}
 }
@@ -568,14 +578,7 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
         "parameters": [
             *_WILLOW_QUERY,
             _query("save_audio", "Keep the recording as heard, at /audio/willow.wav", BOOLEAN),
-            _header(
-                "x-audio-codec",
-                "pcm (raw), wav (PCM after a RIFF header) or amrwb (AMR-WB storage format)",
-                {"type": "string", "enum": list(willow.CODECS), "default": willow.DEFAULT_CODEC},
-            ),
-            _format_header("x-audio-sample-rate", "Hz", {"minimum": MIN_RATE, "maximum": MAX_RATE}),
-            _format_header("x-audio-bits", "Bits per sample", {"enum": list(willow.SAMPLE_BITS)}),
-            _format_header("x-audio-channel", "Channels", {"enum": list(CHANNEL_COUNTS)}),
+            *_DEVICE_AUDIO,
         ],
         "requestBody": {"required": True, "content": {"application/octet-stream": {"schema": BINARY}}},
         "responses": _WILLOW_ANSWER,
@@ -620,14 +623,7 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
         "again once --wake-refractory-seconds of audio have passed. 404 for a wake word that is not offered.",
         "parameters": [
             _query("names", "Wake words to listen for, comma-separated (default: okay_nabu)"),
-            _header(
-                "x-audio-codec",
-                "For a raw body: pcm (raw), wav (PCM after a RIFF header) or amrwb (AMR-WB storage format)",
-                {"type": "string", "enum": list(willow.CODECS), "default": willow.DEFAULT_CODEC},
-            ),
-            _format_header("x-audio-sample-rate", "Hz", {"minimum": MIN_RATE, "maximum": MAX_RATE}),
-            _format_header("x-audio-bits", "Bits per sample", {"enum": list(willow.SAMPLE_BITS)}),
-            _format_header("x-audio-channel", "Channels", {"enum": list(CHANNEL_COUNTS)}),
+            *_DEVICE_AUDIO,
         ],
         "requestBody": {
             "required": True,
