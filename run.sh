@@ -157,7 +157,7 @@ case "${1:-}" in
         case "${1:-}" in
             asr|tts|rtc|soak|abuse|accuracy|paths|endpoint|turn_signals|wake) script="bench/$1.py"; shift; exec "$VENV/bin/python" "$script" "$@" ;;
             "") "$VENV/bin/python" bench/asr.py && "$VENV/bin/python" bench/tts.py && exec "$VENV/bin/python" bench/rtc.py ;;
-            *) echo "usage: ./run.sh bench [asr|tts|rtc|soak|abuse|accuracy|paths|endpoint|turn_signals] [FLAGS...]" >&2; exit 2 ;;
+            *) echo "usage: ./run.sh bench [asr|tts|rtc|soak|abuse|accuracy|paths|endpoint|turn_signals|wake] [FLAGS...]" >&2; exit 2 ;;
         esac
         ;;
     *)

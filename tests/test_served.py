@@ -67,7 +67,7 @@ def test_the_view_lists_every_model_and_voice_with_what_frontends_read(core: Cor
         Served: {"models", "voices", "openai_voices", "partial_results", "budget_used", "budget_limit"},
         Entry: {
             *("name", "engine", "languages", "loaded", "version", "description", "multilingual", "speakers", "calls"),
-            "phrase",
+            *("phrase", "streams"),
         },
         Calls: {"engine", "pending", "waiting", "running", "open"},
     }

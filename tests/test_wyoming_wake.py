@@ -184,6 +184,28 @@ async def test_a_model_dropped_in_the_data_dir_is_offered_without_a_restart(
         shutil.rmtree(folder)
 
 
+async def test_metrics_count_the_streams_listening_for_each_model(server: Server) -> None:
+    """/metrics shows how many satellites listen for each wake word now, and none once they hang up."""
+    names = ["okay_nabu", "hey_jarvis_oww"]
+
+    def listening() -> list[float | None]:
+        return [server.metric("wis_wake_streams", model=name) for name in names]
+
+    before = listening()
+    async with server.client() as client:
+        await client.write_event(Detect(names=names).event())
+        await client.write_event(AudioStart(rate=16000, width=2, channels=1).event())
+        quiet = silence(0.5).audio  # and more to come, as a satellite between phrases
+        await client.write_event(AudioChunk(rate=16000, width=2, channels=1, audio=quiet).event())
+        await client.write_event(Ping().event())
+        await read_until(client, "pong", timeout=30)
+        assert [now - was for now, was in zip(listening(), before, strict=True)] == [1, 1]
+    deadline = time.monotonic() + 10
+    while listening() != before and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+    assert listening() == before
+
+
 async def test_many_long_streams_hold_nothing_once_they_end(server: Server, okay_nabu: Pcm) -> None:
     """Eight satellites stream a minute each at once (both families); each hears its own phrase, and what they held
     of the memory budget, and of the process, is given back."""
@@ -200,3 +222,29 @@ async def test_many_long_streams_hold_nothing_once_they_end(server: Server, okay
         assert [event.type for event in events] == ["detection"] * 9, (name, events)
     assert server.metric("wis_memory_budget_used_bytes") == 0
     assert server.rss_mb() - rss < 20, (rss, server.rss_mb())
+
+
+async def test_openwakeword_hears_as_pyopen_wakeword_does(okay_nabu: Pcm) -> None:
+    """The server's openWakeWord (shared interpreters, XNNPACK, the silence every stream starts from heard once)
+    gives pyopen-wakeword's own probabilities for the same stream, window for window, with Okay Nabu in it."""
+    from pyopen_wakeword import OpenWakeWord, OpenWakeWordFeatures
+
+    from wyoming_wis.wake import oww
+    from wyoming_wis.wake.models import OPEN, library_dir, tflite_library
+
+    folder = library_dir(OPEN) / "models"
+    features = OpenWakeWordFeatures.from_builtin(folder, tflite_library())
+    model = OpenWakeWord.from_model(folder / "okay_nabu.tflite", libtensorflowlite_c_path=tflite_library())
+    theirs: list[float] = []
+    step = 1280 * 2  # 80 ms: pyopen-wakeword keeps 10 s, so its first piece must be short
+    for start in range(0, len(okay_nabu.audio), step):
+        for embedding in features.process_streaming(okay_nabu.audio[start : start + step]):
+            theirs += model.process_streaming(embedding)
+    ours: list[float] = []
+    stream, key = oww.OpenFeatures.start(), oww.classifier_key(folder / "okay_nabu.tflite")
+    for start in range(0, len(okay_nabu.audio), 320):  # 10 ms, as Home Assistant sends it
+        ours += [oww.probability(key, stream.embeddings) for _ in stream.hear(okay_nabu.audio[start : start + 320])]
+    theirs = theirs[-len(ours) :]  # pyopen-wakeword also scores the silence each stream starts with
+    assert abs(len(ours) - okay_nabu.seconds / 0.08) <= 1  # an embedding every 80 ms
+    assert max(ours) > 0.9  # the phrase is in it
+    assert max(abs(a - b) for a, b in zip(ours, theirs, strict=True)) < 1e-4

@@ -376,7 +376,7 @@ class Core:
         deadline = time.monotonic() + timeout
         schedulers = [*(engine.scheduler for engine in self.engines), *(engine.vad for engine in self.asr.values())]
         if self.wake is not None:
-            schedulers.append(self.wake.scheduler)
+            schedulers += self.wake.schedulers
         late = [name for scheduler in schedulers for name in scheduler.join(max(0.0, deadline - time.monotonic()))]
         if late:
             _LOGGER.warning("Model calls still running after %.0f s, not waited for: %s", timeout, ", ".join(late))

@@ -46,7 +46,7 @@ from prometheus_client.registry import Collector
 
 from . import __version__
 from .errors import WisError
-from .served import Served
+from .served import WAKE, Served
 
 FRONTENDS = ("wyoming", "http", "webrtc")
 # Seconds a user may wait: 5 ms (a cached phrase) to 30 s (a long file on a slow CPU).
@@ -328,10 +328,14 @@ class _LiveState(Collector):
             "wis_memory_budget_used_bytes", "Client audio and uploads held now, counted in --memory-budget-mb"
         )
         limit = GaugeMetricFamily("wis_memory_budget_bytes", "The memory budget for client data (--memory-budget-mb)")
+        listening = GaugeMetricFamily(
+            "wis_wake_streams", "Audio streams listening for a wake word model now", labels=["model"]
+        )
         views = [core.served() for core in list(_cores)]
         waiting: dict[tuple[str, str], int] = {}
         busy: dict[tuple[str, str], int] = {}
         states: dict[tuple[str, str], int] = {}
+        streams: dict[tuple[str], int] = {}
         for view in views:
             for model in view.models:
                 for calls in model.calls:
@@ -341,18 +345,21 @@ class _LiveState(Collector):
                         busy[key] = busy.get(key, 0) + calls.running
                 key = (model.kind, model.name)
                 states[key] = max(states.get(key, 0), int(model.loaded))
+                if model.kind == WAKE:
+                    streams[(model.name,)] = streams.get((model.name,), 0) + model.streams
         _add(depth, waiting.items())
         _add(running, busy.items())
         _add(loaded, states.items())
+        _add(listening, streams.items())
         if views:
             held.add_metric([], sum(view.budget_used for view in views))
             limit.add_metric([], sum(view.budget_limit for view in views))
-        yield from (depth, running, loaded, held, limit)
+        yield from (depth, running, loaded, held, limit, listening)
 
     def describe(self) -> Iterable[Metric]:
         return []  # names are only known once models load; nothing here clashes with the metrics above
 
 
-def _add(family: GaugeMetricFamily, values: Iterable[tuple[tuple[str, str], int]]) -> None:
+def _add(family: GaugeMetricFamily, values: Iterable[tuple[tuple[str, ...], int]]) -> None:
     for labels, value in sorted(values):
         family.add_metric(list(labels), value)

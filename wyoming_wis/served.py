@@ -69,6 +69,7 @@ class Entry:
     multilingual: bool = False  # Whisper: more languages than English
     speakers: tuple[str, ...] = ()  # a voice's speakers, if it has more than one
     phrase: str | None = None  # a wake word model's phrase ("Okay Nabu")
+    streams: int = 0  # a wake word model: streams listening for it now
     calls: tuple[Calls, ...] = ()  # its model's queues, its own first (Whisper's speech detector next); () unloaded
 
     @property

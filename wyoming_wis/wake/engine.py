@@ -1,11 +1,13 @@
-"""Wake words for many streams at once: each stream's audio is heard in the engine's worker threads.
+"""Wake words for many streams at once: the streams' audio is heard in rounds, in the engine's worker threads.
 
-A stream does not wait for its own audio to be heard: `feed` keeps the audio and returns, and the stream's one
-pump takes everything kept so far to a worker at once. A stream whose audio comes in 10 ms pieces costs one call
-per piece while the CPU keeps up and fewer, larger calls when it does not, so the server degrades by hearing
-later, not by queueing a call per piece. What a stream may keep unheard is bounded (`MAX_KEPT_BYTES`): past it,
-`feed` waits until the pump has caught up, so a client that sends faster than it is heard (a file, or a CPU
-that cannot keep up) is slowed down by TCP instead of held in memory.
+A stream does not wait for its own audio to be heard: `feed` keeps the audio and returns. A round takes every
+stream with audio kept (up to ROUND_SECONDS of each) to a worker in one call, and at most one round per worker
+runs or waits. While the CPU keeps up, a round starts as soon as a piece comes, so a piece is heard at once; when
+it does not, rounds grow and there are fewer of them: the server degrades by hearing later, its queue holds a
+round per worker however many streams there are, and a stream sent faster than real time (a file) gets a
+second's hearing a round, not the CPU. What a stream may keep unheard is bounded (`MAX_KEPT_BYTES`): past it,
+`feed` waits until its audio has been heard, so a client that sends faster than it is heard is slowed down by TCP
+instead of held in memory.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import logging
 import math
 import threading
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 
@@ -28,12 +31,12 @@ from ..errors import AudioTooLong, Busy, UnknownWakeWord
 from ..scheduler import Scheduler
 from ..served import Entry
 from .listener import Heard, Listener, footprint
-from .models import WakeModel, WakeModels
+from .models import MICRO, OPEN, WakeModel, WakeModels
 
 _LOGGER = logging.getLogger(__name__)
 
-MAX_STREAMS = 4096  # streams heard at once, at most (each holds half a megabyte of the memory budget at least)
 MAX_KEPT_BYTES = 256 * 1024  # of a stream's audio waiting to be heard (8 s at 16 kHz); past it, `feed` waits
+ROUND_SECONDS = 1.0  # of a stream's audio heard in one round: a file delays the others in its round little
 DEFAULT_WAKE_WORD = "okay_nabu"  # for a `detect` that names none, as both peers do (if offered)
 
 OnHeard = Callable[[Heard], Awaitable[None]]
@@ -45,9 +48,14 @@ class WakeEngine:
     def __init__(self, models: WakeModels, settings: WakeSettings, *, workers: int) -> None:
         self.models = models
         self.settings = settings
-        # A stream has at most one call queued (its pump's), so the queue holds a call per stream: the streams
-        # themselves are bounded by the memory budget and the connection limits, not by --queue-size.
-        self.scheduler = Scheduler("wake", workers, MAX_STREAMS, engine="wake")
+        # microWakeWord streams are heard in one thread: its many short calls into TensorFlow Lite each let go of
+        # the GIL, and two threads hearing them took 2.4 times the CPU of one (BENCHMARKS.md). openWakeWord's
+        # long embedding calls run in parallel, in every worker.
+        self.micro_rounds = _Rounds(Scheduler("wake-micro", 1, 1, engine="wake", model=MICRO))
+        self.open_rounds = _Rounds(Scheduler("wake-open", workers, workers, engine="wake", model=OPEN))
+        self.schedulers = (self.micro_rounds.scheduler, self.open_rounds.scheduler)
+        self._listening: Counter[str] = Counter()  # streams open for each model, read by /metrics' thread
+        self._listening_lock = threading.Lock()
 
     def refresh(self) -> None:
         """Pick up model files and manifest changes (blocking: reads a folder)."""
@@ -74,10 +82,18 @@ class WakeEngine:
         chosen = self.resolve(names)
         stream = WakeStream(self, chosen, hold, on_heard, max_seconds)
         stream.reserve(0)  # its detectors and the audio it may keep, counted before anything is loaded for it
+        self._count(stream, 1)
         return stream
 
+    def _count(self, stream: WakeStream, change: int) -> None:
+        with self._listening_lock:
+            self._listening.update({model.name: change for _, model in stream.chosen})
+
     def entries(self) -> list[Entry]:
-        """The models offered; their one queue is the engine's, in /metrics under `wake`."""
+        """The models offered, with the streams listening for each; their one queue is the engine's, whose calls
+        /metrics counts under `wake`."""
+        with self._listening_lock:
+            listening = dict(self._listening)
         return [
             Entry(
                 model.name,
@@ -87,12 +103,64 @@ class WakeEngine:
                 model.version,
                 model.description,
                 phrase=model.phrase,
+                streams=listening.get(model.name, 0),
             )
             for model in self.models.models.values()
         ]
 
     def close(self) -> None:
-        self.scheduler.close()
+        for scheduler in self.schedulers:
+            scheduler.close()
+
+
+class _Rounds:
+    """The rounds of one scheduler: at most one per worker, so its queue never refuses one (the streams are
+    bounded by the memory budget and the connection limits, not by --queue-size)."""
+
+    def __init__(self, scheduler: Scheduler) -> None:
+        self.scheduler = scheduler
+        self.ready: dict[WakeStream, None] = {}  # streams with audio kept and in no round, oldest first
+        self._rounds = 0  # running or queued
+
+    def hear_soon(self, stream: WakeStream) -> None:
+        """On the loop: a stream has audio kept; a round will take it, started now if a worker is free."""
+        self.ready[stream] = None
+        if self._rounds < self.scheduler.workers:
+            self._rounds += 1
+            # not on any request's deadline: a stream that lasts all day is not late
+            contextvars.Context().run(asyncio.create_task, self._round())
+
+    async def _round(self) -> None:
+        try:
+            while self.ready:
+                streams = list(self.ready)
+                self.ready.clear()
+                work = [(stream, stream._take()) for stream in streams]
+                cost = sum(audio_format.seconds(len(pcm)) for _, pieces in work for pcm, audio_format in pieces)
+                results: list[list[Heard] | BaseException]
+                try:
+                    results = await self.scheduler.run(_hear_round, work, cost=cost)
+                except Exception as err:  # the engine is closing: every stream in the round ends with it
+                    results = [err] * len(work)
+                except asyncio.CancelledError as err:  # the loop is stopping
+                    for stream, pieces in work:
+                        stream._heard(pieces, err)
+                    raise
+                for (stream, pieces), result in zip(work, results, strict=True):
+                    stream._heard(pieces, result)
+        finally:
+            self._rounds -= 1
+
+
+def _hear_round(work: list[tuple[WakeStream, list[tuple[bytes, AudioFormat]]]]) -> list[list[Heard] | BaseException]:
+    """In a worker thread: each stream's pieces, heard; a stream whose hearing fails gets its error, not the others."""
+    results: list[list[Heard] | BaseException] = []
+    for stream, pieces in work:
+        try:
+            results.append(stream._listen(pieces))
+        except Exception as err:  # noqa: BLE001  (it ends that stream, with its error for its client)
+            results.append(err)
+    return results
 
 
 class WakeStream:
@@ -116,18 +184,20 @@ class WakeStream:
         self._on_heard = on_heard
         self._listener: Listener | None = None
         self._kept: list[tuple[bytes, AudioFormat]] = []
-        self._kept_bytes = 0  # of audio kept, not heard yet
-        self._caught_up = asyncio.Event()  # set each time the pump has heard what it took
-        self._pump: asyncio.Task[None] | None = None
+        self._kept_bytes = 0  # of audio kept, not heard yet (in a round or waiting for one)
+        self._caught_up = asyncio.Event()  # set each time a round has heard some of it
+        self._in_round = False
+        self._delivered: asyncio.Task[None] | None = None  # the detections last handed to on_heard
         self._failed: BaseException | None = None
         self._state = threading.Lock()  # guards _closed and _busy, between the loop and the worker thread
         self._closed = False
         self._busy = False  # a worker thread is using the detectors
         self.opened = time.monotonic()
+        self._rounds = engine.micro_rounds if all(model.family == MICRO for _, model in chosen) else engine.open_rounds
 
     async def feed(self, pcm: bytes, audio_format: AudioFormat) -> None:
         """Keep a piece of audio to be heard, once there is room; raises the error that ended the stream, if one did."""
-        while self._kept_bytes and self._kept_bytes + len(pcm) > MAX_KEPT_BYTES and self._failed is None:
+        while self._kept_bytes + len(pcm) > MAX_KEPT_BYTES and self._kept_bytes and self._failed is None:
             self._caught_up.clear()
             await self._caught_up.wait()
         if self._failed is not None:
@@ -152,9 +222,8 @@ class WakeStream:
             raise AudioTooLong(f"Audio is longer than the limit of {self.max_seconds:g} seconds")
         self._kept.append((pcm, audio_format))
         self._kept_bytes += len(pcm)
-        if self._pump is None or self._pump.done():
-            # not on the request's deadline: a stream that lasts all day is not late
-            self._pump = contextvars.Context().run(asyncio.create_task, self._hear())
+        if not self._in_round:
+            self._rounds.hear_soon(self)
 
     def reserve(self, size: int) -> None:
         """Count a buffer the frontend keeps for this stream (a decoded upload) in its share of the memory budget,
@@ -162,18 +231,24 @@ class WakeStream:
         self._hold.set(footprint(self.chosen) + MAX_KEPT_BYTES + size)
 
     async def drain(self) -> list[Heard]:
-        """Wait until everything fed is heard; returns every detection of the stream."""
-        while self._pump is not None and not self._pump.done():
-            await asyncio.shield(self._pump)
+        """Wait until everything fed is heard and its detections handed on; returns every detection of the stream."""
+        while self._kept_bytes and self._failed is None and not self._closed:
+            self._caught_up.clear()
+            await self._caught_up.wait()
+        while self._delivered is not None and not self._delivered.done():
+            await asyncio.shield(self._delivered)
         if self._failed is not None:
             raise self._failed
         return self.heard
 
     def close(self) -> None:
         """Stop hearing. The detectors are freed now, or by the worker thread using them when its call ends."""
+        self._kept_bytes -= sum(len(pcm) for pcm, _ in self._kept)  # what a running round took is still counted
         self._kept.clear()
-        if self._pump is not None and not self._pump.done():
-            self._pump.cancel()  # a call still queued is dropped; one running ends in its thread
+        self._caught_up.set()
+        self._rounds.ready.pop(self, None)  # a round already running ends its call in its thread
+        if self._delivered is not None:
+            self._delivered.cancel()
         with self._state:
             if self._closed:
                 return
@@ -181,28 +256,52 @@ class WakeStream:
             if not self._busy:
                 self._free()
         self._hold.close()
+        self.engine._count(self, -1)
 
     def _free(self) -> None:
         if self._listener is not None:
             self._listener.close()
             self._listener = None
 
-    async def _hear(self) -> None:
-        scheduler = self.engine.scheduler
+    def _take(self) -> list[tuple[bytes, AudioFormat]]:
+        """On the loop, for a round: the oldest pieces kept, up to ROUND_SECONDS of audio (one at least)."""
+        self._in_round = True
+        taken, seconds = 0, 0.0
+        while taken < len(self._kept) and (not taken or seconds < ROUND_SECONDS):
+            pcm, audio_format = self._kept[taken]
+            seconds += audio_format.seconds(len(pcm))
+            taken += 1
+        pieces, self._kept = self._kept[:taken], self._kept[taken:]
+        return pieces
+
+    def _heard(self, pieces: list[tuple[bytes, AudioFormat]], result: list[Heard] | BaseException) -> None:
+        """On the loop, when a round has heard this stream's pieces: hand on what was heard, and ask for the next
+        round if more audio came meanwhile."""
+        self._in_round = False
+        self._kept_bytes -= sum(len(pcm) for pcm, _ in pieces)
+        if isinstance(result, BaseException):
+            self._failed = self._failed or result  # the next feed or drain raises it to the client
+            self._kept.clear()
+            self._kept_bytes = 0
+        elif result and not self._closed:
+            self.heard += result
+            self._delivered = asyncio.create_task(self._deliver(self._delivered, result))
+        self._caught_up.set()
+        if self._kept and not self._closed and self._failed is None:
+            self._rounds.hear_soon(self)
+
+    async def _deliver(self, before: asyncio.Task[None] | None, heard: list[Heard]) -> None:
+        """Hand detections to the frontend in order, each stream on its own: a client slow to take its detection
+        holds up no other stream's round."""
+        if before is not None:
+            await asyncio.wait([before])  # its own error, if any, is the stream's already
         try:
-            while self._kept and not self._closed:
-                pieces, self._kept = self._kept, []
-                seconds = sum(audio_format.seconds(len(pcm)) for pcm, audio_format in pieces)
-                heard = await scheduler.run(self._listen, pieces, cost=seconds)
-                self._kept_bytes -= sum(len(pcm) for pcm, _ in pieces)
-                self._caught_up.set()
-                for detection in heard:
-                    self.heard.append(detection)
-                    await self._on_heard(detection)
+            for detection in heard:
+                await self._on_heard(detection)
         except asyncio.CancelledError:
             raise
         except BaseException as err:  # the next feed or drain raises it to the client
-            self._failed = err
+            self._failed = self._failed or err
             self._caught_up.set()
 
     def _listen(self, pieces: list[tuple[bytes, AudioFormat]]) -> list[Heard]:

@@ -2,8 +2,8 @@
 
 Blocking, and one call at a time: a stream's calls run in turn in the wake engine's worker threads. Each stream has
 detectors of its own, since both families' models carry state from one piece of audio to the next (microWakeWord's
-streaming layers; openWakeWord's last seconds of features): one stream's audio never reaches another's models.
-Features are computed once per stream for all its models of a family.
+streaming layers; openWakeWord's last windows of features, see oww.py, whose interpreters are the threads'): one
+stream's audio never reaches another's. Features are computed once per stream for all its models of a family.
 
 Times are of the audio, not the clock: a detection is stamped where the audio that made it ends, and a model is
 not heard again for its refractory time of audio after that, however fast the audio came.
@@ -15,17 +15,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from pymicro_wakeword import MicroWakeWord, MicroWakeWordFeatures
-from pyopen_wakeword import OpenWakeWord, OpenWakeWordFeatures
 
 from ..audio import NATIVE, WHISPER_RATE, AudioFormat, PcmConverter, s16
-from .models import MICRO, OPEN, WakeModel, library_dir, tflite_library
+from . import oww
+from .models import MICRO, WakeModel, tflite_library
 
 RATE = WHISPER_RATE  # both families listen at 16 kHz, 16-bit mono (NATIVE)
-# What a stream's detectors hold (bench/wake.py, memory: 0.18 MB a stream for one microWakeWord model; 4.0 to 6.9 MB
-# for one openWakeWord model, whose melspectrogram and embedding models run in each stream), with room.
+# What a stream's microWakeWord detectors hold (bench/wake.py, memory: 0.18 MB a stream for one model), with room;
+# openWakeWord's is oww.STREAM_BYTES for all of a stream's models.
 MICRO_BYTES = 256 * 1024  # each microWakeWord model
-OPEN_FEATURE_BYTES = 7 * 1024 * 1024  # openWakeWord's features, once a stream
-OPEN_BYTES = 256 * 1024  # each openWakeWord model
 # Audio is heard in whole steps of 10 ms, as soon as they come: microWakeWord makes a feature every 10 ms;
 # openWakeWord's features take any length (an embedding every 80 ms), and a window held back until 80 ms more
 # had come would be heard 50 ms late.
@@ -45,8 +43,7 @@ class Heard:
 def footprint(chosen: Sequence[tuple[str, WakeModel]]) -> int:
     """Bytes a stream's detectors for these models hold."""
     micro = sum(model.family == MICRO for _, model in chosen)
-    opened = len(chosen) - micro
-    return micro * MICRO_BYTES + (OPEN_FEATURE_BYTES + opened * OPEN_BYTES if opened else 0)
+    return micro * MICRO_BYTES + (oww.STREAM_BYTES if micro < len(chosen) else 0)
 
 
 @dataclass
@@ -54,7 +51,7 @@ class _Detector:
     name: str  # as asked
     model: WakeModel
     refractory: int  # samples
-    run: MicroWakeWord | OpenWakeWord
+    run: MicroWakeWord | tuple[str, int]  # openWakeWord: its key for the thread's interpreter (oww.classifier_key)
     quiet_until: int = 0  # sample offset before which it is not heard again
     above: int = 0  # openWakeWord: activations in a row
 
@@ -66,19 +63,19 @@ class Listener:
     detectors: list[_Detector]
     samples: int = 0  # 16 kHz samples heard so far
     _micro: MicroWakeWordFeatures | None = None
-    _open: OpenWakeWordFeatures | None = None
+    _open: oww.OpenFeatures | None = None
     _converter: PcmConverter | None = None
     _pending: bytearray = field(default_factory=bytearray)  # 16-bit samples short of a step
 
     @classmethod
     def open(cls, chosen: Sequence[tuple[str, WakeModel]], refractory_seconds: float) -> Listener:
-        """Load a detector per model (a few milliseconds each: the files are memory-mapped)."""
+        """Load a detector per model (a few milliseconds each: the files are memory-mapped). Blocking."""
         library = tflite_library()
         detectors = []
         for name, model in chosen:
             refractory = model.refractory_seconds if model.refractory_seconds is not None else refractory_seconds
             if model.family == MICRO:
-                run: MicroWakeWord | OpenWakeWord = MicroWakeWord(
+                run: MicroWakeWord | tuple[str, int] = MicroWakeWord(
                     model.name,
                     wake_word=model.phrase,
                     tflite_model=model.path,
@@ -88,13 +85,11 @@ class Listener:
                     libtensorflowlite_c_path=library,
                 )
             else:
-                run = OpenWakeWord.from_model(model.path, libtensorflowlite_c_path=library)
+                run = oww.classifier_key(model.path)
             detectors.append(_Detector(name, model, int(refractory * RATE), run))
         families = {detector.model.family for detector in detectors}
         micro = MicroWakeWordFeatures() if MICRO in families else None
-        features = None
-        if families - {MICRO}:
-            features = OpenWakeWordFeatures.from_builtin(library_dir(OPEN) / "models", library)
+        features = oww.OpenFeatures.start() if families - {MICRO} else None
         return cls(detectors, _micro=micro, _open=features)
 
     def feed(self, pcm: bytes, audio_format: AudioFormat) -> list[Heard]:
@@ -111,9 +106,8 @@ class Listener:
 
     def close(self) -> None:
         for detector in self.detectors:
-            detector.run.close()
-        if self._open is not None:
-            self._open.close()
+            if isinstance(detector.run, MicroWakeWord):
+                detector.run.close()
 
     def _step(self, pcm: bytes) -> list[Heard]:
         heard: list[Heard] = []
@@ -128,11 +122,10 @@ class Listener:
         else:
             self.samples += len(pcm) // 2
         if self._open is not None:
-            for embeddings in self._open.process_streaming(pcm):
+            for _ in self._open.hear(pcm):
                 for detector in self.detectors:
-                    if detector.model.family != MICRO:
-                        for probability in detector.run.process_streaming(embeddings):  # type: ignore[union-attr]
-                            heard += self._judge(detector, probability)
+                    if isinstance(detector.run, tuple):
+                        heard += self._judge(detector, oww.probability(detector.run, self._open.embeddings))
         return heard
 
     def _judge(self, detector: _Detector, probability: float) -> list[Heard]:
