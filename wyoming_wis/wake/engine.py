@@ -90,8 +90,8 @@ class WakeEngine:
             self._listening.update({model.name: change for _, model in stream.chosen})
 
     def entries(self) -> list[Entry]:
-        """The models offered, with the streams listening for each; their one queue is the engine's, whose calls
-        /metrics counts under `wake`."""
+        """The models offered, with the streams listening for each; their calls are counted by family in /metrics,
+        under `wake`."""
         with self._listening_lock:
             listening = dict(self._listening)
         return [

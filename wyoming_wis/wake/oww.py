@@ -10,7 +10,7 @@ silence every stream starts from is heard once per process and copied.
 
 The windows are pyopen-wakeword's (melspectrogram over 1760 samples every 1280, an embedding over 76 mel frames
 every 8, each classifier over the latest embeddings), so a stream's probabilities are the library's to float
-rounding (tests/test_wake_models.py compares them). Batching streams together was measured too: it does not make
+rounding (tests/test_wyoming_wake.py compares them). Batching streams together was measured too: it does not make
 the embedding model cheaper per window, so each stream's windows run as they come.
 """
 
@@ -189,16 +189,10 @@ class OpenFeatures:
                     yield
 
 
-_silence_lock = threading.Lock()
-
-
-def _silence() -> OpenFeatures:
-    with _silence_lock:  # heard once, by the first thread that needs it
-        return _heard_silence()
-
-
 @cache
-def _heard_silence() -> OpenFeatures:
+def _silence() -> OpenFeatures:
+    """What every stream has heard before its first piece; heard once (two threads at once would both hear it,
+    and agree)."""
     features = OpenFeatures(
         np.zeros(0, dtype=np.float32),
         np.zeros((0, NUM_MELS), dtype=np.float32),
