@@ -9,6 +9,7 @@ them.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import shutil
 import time
@@ -240,11 +241,17 @@ async def test_openwakeword_hears_as_pyopen_wakeword_does(okay_nabu: Pcm) -> Non
     for start in range(0, len(okay_nabu.audio), step):
         for embedding in features.process_streaming(okay_nabu.audio[start : start + step]):
             theirs += model.process_streaming(embedding)
-    ours: list[float] = []
-    stream, key = oww.OpenFeatures.start(), oww.classifier_key(folder / "okay_nabu.tflite")
-    for start in range(0, len(okay_nabu.audio), 320):  # 10 ms, as Home Assistant sends it
-        ours += [oww.probability(key, stream.embeddings) for _ in stream.hear(okay_nabu.audio[start : start + 320])]
-    theirs = theirs[-len(ours) :]  # pyopen-wakeword also scores the silence each stream starts with
-    assert abs(len(ours) - okay_nabu.seconds / 0.08) <= 1  # an embedding every 80 ms
-    assert max(ours) > 0.9  # the phrase is in it
-    assert max(abs(a - b) for a, b in zip(ours, theirs, strict=True)) < 1e-4
+    key = oww.classifier_key(folder / "okay_nabu.tflite")
+    for piece in (320, 32000, 9 * 2560 + 640):  # 10 ms, as Home Assistant sends it; 1 s; 9.25 windows' steps
+        stream, ours, ends = oww.OpenFeatures.start(), [], []
+        for start in range(0, len(okay_nabu.audio), piece):
+            for end, embeddings in stream.hear(okay_nabu.audio[start : start + piece]):
+                ours.append(oww.probability(key, embeddings))
+                ends.append(end)
+        mine = theirs[-len(ours) :]  # pyopen-wakeword also scores the silence each stream starts with
+        assert abs(len(ours) - okay_nabu.seconds / 0.08) <= 1  # an embedding every 80 ms
+        assert max(ours) > 0.9  # the phrase is in it
+        assert max(abs(a - b) for a, b in zip(ours, mine, strict=True)) < 1e-4
+        # each stamped where the audio it was made from ends: every 1280 samples, the last within the stream
+        assert {b - a for a, b in itertools.pairwise(ends)} == {1280}
+        assert len(okay_nabu.audio) // 2 - 1280 < ends[-1] <= len(okay_nabu.audio) // 2

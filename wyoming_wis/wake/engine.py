@@ -5,9 +5,11 @@ stream with audio kept (up to ROUND_SECONDS of each) to a worker in one call, an
 runs or waits. While the CPU keeps up, a round starts as soon as a piece comes, so a piece is heard at once; when
 it does not, rounds grow and there are fewer of them: the server degrades by hearing later, its queue holds a
 round per worker however many streams there are, and a stream sent faster than real time (a file) gets a
-second's hearing a round, not the CPU. What a stream may keep unheard is bounded (`MAX_KEPT_BYTES`): past it,
-`feed` waits until its audio has been heard, so a client that sends faster than it is heard is slowed down by TCP
-instead of held in memory.
+second's hearing a round, not the CPU. openWakeWord's cost per second of audio falls as a stream's share of a
+round grows (oww.py), so its rounds grow less than the load does. A detection goes to its client as soon as it is
+heard, not when its round ends. What a stream may keep unheard is bounded (`MAX_KEPT_BYTES`): past it, `feed`
+waits until its audio has been heard, so a client that sends faster than it is heard is slowed down by TCP instead
+of held in memory.
 """
 
 from __future__ import annotations
@@ -137,30 +139,37 @@ class _Rounds:
                 self.ready.clear()
                 work = [(stream, stream._take()) for stream in streams]
                 cost = sum(audio_format.seconds(len(pcm)) for _, pieces in work for pcm, audio_format in pieces)
-                results: list[list[Heard] | BaseException]
+                errors: list[BaseException | None]
                 try:
-                    results = await self.scheduler.run(_hear_round, work, cost=cost)
+                    errors = await self.scheduler.run(_hear_round, asyncio.get_running_loop(), work, cost=cost)
                 except Exception as err:  # the engine is closing: every stream in the round ends with it
-                    results = [err] * len(work)
+                    errors = [err] * len(work)
                 except asyncio.CancelledError as err:  # the loop is stopping
                     for stream, pieces in work:
                         stream._heard(pieces, err)
                     raise
-                for (stream, pieces), result in zip(work, results, strict=True):
-                    stream._heard(pieces, result)
+                for (stream, pieces), error in zip(work, errors, strict=True):
+                    stream._heard(pieces, error)
         finally:
             self._rounds -= 1
 
 
-def _hear_round(work: list[tuple[WakeStream, list[tuple[bytes, AudioFormat]]]]) -> list[list[Heard] | BaseException]:
-    """In a worker thread: each stream's pieces, heard; a stream whose hearing fails gets its error, not the others."""
-    results: list[list[Heard] | BaseException] = []
+def _hear_round(
+    loop: asyncio.AbstractEventLoop, work: list[tuple[WakeStream, list[tuple[bytes, AudioFormat]]]]
+) -> list[BaseException | None]:
+    """In a worker thread: each stream's pieces, heard, its detections handed to the loop at once (a round of many
+    streams takes a while); a stream whose hearing fails gets its error, not the others."""
+    errors: list[BaseException | None] = []
     for stream, pieces in work:
         try:
-            results.append(stream._listen(pieces))
+            heard = stream._listen(pieces)
         except Exception as err:  # noqa: BLE001  (it ends that stream, with its error for its client)
-            results.append(err)
-    return results
+            errors.append(err)
+            continue
+        if heard:
+            loop.call_soon_threadsafe(stream._announce, heard)
+        errors.append(None)
+    return errors
 
 
 class WakeStream:
@@ -274,18 +283,21 @@ class WakeStream:
         pieces, self._kept = self._kept[:taken], self._kept[taken:]
         return pieces
 
-    def _heard(self, pieces: list[tuple[bytes, AudioFormat]], result: list[Heard] | BaseException) -> None:
-        """On the loop, when a round has heard this stream's pieces: hand on what was heard, and ask for the next
-        round if more audio came meanwhile."""
+    def _announce(self, heard: list[Heard]) -> None:
+        """On the loop, as soon as a round has heard the phrase in this stream: hand the detections on."""
+        if not self._closed:
+            self.heard += heard
+            self._delivered = asyncio.create_task(self._deliver(self._delivered, heard))
+
+    def _heard(self, pieces: list[tuple[bytes, AudioFormat]], error: BaseException | None) -> None:
+        """On the loop, when the round that heard this stream's pieces ends (its detections were announced): ask
+        for the next round if more audio came meanwhile."""
         self._in_round = False
         self._kept_bytes -= sum(len(pcm) for pcm, _ in pieces)
-        if isinstance(result, BaseException):
-            self._failed = self._failed or result  # the next feed or drain raises it to the client
+        if error is not None:
+            self._failed = self._failed or error  # the next feed or drain raises it to the client
             self._kept.clear()
             self._kept_bytes = 0
-        elif result and not self._closed:
-            self.heard += result
-            self._delivered = asyncio.create_task(self._deliver(self._delivered, result))
         self._caught_up.set()
         if self._kept and not self._closed and self._failed is None:
             self._rounds.hear_soon(self)
@@ -313,10 +325,7 @@ class WakeStream:
         try:
             if self._listener is None:
                 self._listener = Listener.open(self.chosen, self.engine.settings.wake_refractory_seconds)
-            heard: list[Heard] = []
-            for pcm, audio_format in pieces:
-                heard += self._listener.feed(pcm, audio_format)
-            return heard
+            return self._listener.feed(pieces)
         finally:
             with self._state:
                 self._busy = False

@@ -24,9 +24,8 @@ RATE = WHISPER_RATE  # both families listen at 16 kHz, 16-bit mono (NATIVE)
 # What a stream's microWakeWord detectors hold (bench/wake.py, memory: 0.18 MB a stream for one model), with room;
 # openWakeWord's is oww.STREAM_BYTES for all of a stream's models.
 MICRO_BYTES = 256 * 1024  # each microWakeWord model
-# Audio is heard in whole steps of 10 ms, as soon as they come: microWakeWord makes a feature every 10 ms;
-# openWakeWord's features take any length (an embedding every 80 ms), and a window held back until 80 ms more
-# had come would be heard 50 ms late.
+# Audio is heard in whole steps of 10 ms: microWakeWord makes a feature every 10 ms; openWakeWord's features take
+# any length (an embedding every 80 ms), and a window held back until 80 ms more had come would be heard 50 ms late.
 MICRO_STEP = 160  # samples
 
 
@@ -61,7 +60,7 @@ class Listener:
     """Detectors for the models a stream asked for, and where the stream is."""
 
     detectors: list[_Detector]
-    samples: int = 0  # 16 kHz samples heard so far
+    samples: int = 0  # 16 kHz samples microWakeWord has heard (openWakeWord counts its own)
     _micro: MicroWakeWordFeatures | None = None
     _open: oww.OpenFeatures | None = None
     _converter: PcmConverter | None = None
@@ -92,13 +91,15 @@ class Listener:
         features = oww.OpenFeatures.start() if families - {MICRO} else None
         return cls(detectors, _micro=micro, _open=features)
 
-    def feed(self, pcm: bytes, audio_format: AudioFormat) -> list[Heard]:
-        """Listen to more of the stream; the format may change between pieces."""
-        if audio_format != NATIVE or self._converter is not None:
-            if self._converter is None or self._converter.source != audio_format:
-                self._converter = PcmConverter(audio_format)
-            pcm = s16(self._converter.convert(pcm))
-        self._pending += pcm
+    def feed(self, pieces: Sequence[tuple[bytes, AudioFormat]]) -> list[Heard]:
+        """Listen to more of the stream, heard together (openWakeWord's windows are cheaper in blocks); the format
+        may change between pieces."""
+        for pcm, audio_format in pieces:
+            if audio_format != NATIVE or self._converter is not None:
+                if self._converter is None or self._converter.source != audio_format:
+                    self._converter = PcmConverter(audio_format)
+                pcm = s16(self._converter.convert(pcm))
+            self._pending += pcm
         usable = len(self._pending) - len(self._pending) % (2 * MICRO_STEP)  # whole 10 ms steps, heard at once
         heard = self._step(bytes(self._pending[:usable])) if usable else []
         del self._pending[:usable]
@@ -118,24 +119,23 @@ class Listener:
                     for detector in self.detectors:
                         if detector.model.family == MICRO:
                             probability = detector.run.process_streaming_prob(features)  # type: ignore[union-attr]
-                            heard += self._judge(detector, probability or 0.0)
-        else:
-            self.samples += len(pcm) // 2
+                            heard += self._judge(detector, probability or 0.0, self.samples)
         if self._open is not None:
-            for _ in self._open.hear(pcm):
+            for end, embeddings in self._open.hear(pcm):
                 for detector in self.detectors:
                     if isinstance(detector.run, tuple):
-                        heard += self._judge(detector, oww.probability(detector.run, self._open.embeddings))
+                        heard += self._judge(detector, oww.probability(detector.run, embeddings), end)
         return heard
 
-    def _judge(self, detector: _Detector, probability: float) -> list[Heard]:
+    def _judge(self, detector: _Detector, probability: float, at: int) -> list[Heard]:
+        """A model's probability for the audio up to sample `at`: a detection, if it is one."""
         if probability <= detector.model.cutoff:
             detector.above = 0
             return []
         detector.above += 1
         if detector.model.family != MICRO and detector.above < detector.model.window:
             return []
-        if self.samples < detector.quiet_until:
+        if at < detector.quiet_until:
             return []
-        detector.quiet_until = self.samples + detector.refractory
-        return [Heard(detector.name, detector.model.name, self.samples * 1000 // RATE, round(float(probability), 3))]
+        detector.quiet_until = at + detector.refractory
+        return [Heard(detector.name, detector.model.name, at * 1000 // RATE, round(float(probability), 3))]
