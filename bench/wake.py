@@ -4,7 +4,7 @@ Systems (each its own process, started here, asked over Wyoming as Home Assistan
 
   ours-micro    wyoming-wis, the bundled microWakeWord models (okay_nabu, hey_jarvis, ...)
   ours-oww      wyoming-wis, the bundled openWakeWord models (okay_nabu_oww, ...): the peer's own models
-  peer          wyoming-openwakeword 1.8.2, the PyPI release (tflite-runtime; `ok_nabu_v0.1` for Okay Nabu)
+  peer          wyoming-openwakeword 1.8.2, the PyPI release (tflite-runtime-nightly; `ok_nabu_v0.1` for Okay Nabu)
   peer-2.1      wyoming-openwakeword 2.1.0, its upstream source (pyopen-wakeword 1.1.0, as ours), with
                 --upstream DIR (a checkout or a bare git repository); skipped without it
 
@@ -106,7 +106,7 @@ PROSE = (
 WAKE_WORDS = re.compile(r"nabu|jarvis|alexa|mycroft|rhasspy|computer", re.I)
 SYSTEMS = ("ours-micro", "ours-oww", "peer", "peer-2.1")
 PHASES = ("accuracy", "latency", "concurrency", "memory")
-# The PyPI release, and the numpy its tflite-runtime was built for (it fails to load its models under numpy 2)
+# The PyPI release, and the numpy its tflite-runtime-nightly was built for (it fails to load its models under numpy 2)
 PEER_PYPI = ("wyoming-openwakeword==1.8.2", "numpy<2")
 CHUNK = 1024  # samples a Wyoming satellite sends at a time
 HA_CHUNK = 160  # 10 ms, as Home Assistant's wake word stage sends them
@@ -272,6 +272,7 @@ async def start_systems(
             # as its info names them, and so Home Assistant asks (its detections carry these names)
             names = {word: ("ok_nabu" if word == "okay_nabu" else word) + "_v0.1" for word in words}
             label = "wyoming-openwakeword 1.8.2"
+            runtime = ["tflite-runtime-nightly"]  # unpinned by the peer: what the index had
         else:
             if args.upstream is None:
                 log("peer-2.1: no --upstream source given; skipped")
@@ -280,12 +281,13 @@ async def start_systems(
             python = ensure_venv(CACHE / "venv-wake-peer-2.1", [str(source)])
             names = {word: word for word in words}
             label = "wyoming-openwakeword 2.1.0 (upstream)"
+            runtime = ["pyopen-wakeword"]
         port = free_port()
         argv = [str(python), "-m", "wyoming_openwakeword", "--uri", f"tcp://{HOST}:{port}"]
         server = start_server(key, argv, port, offline_env(CACHE / "home"), ROOT, CACHE / "logs")
         stack.callback(stop_servers, [server])
         await wait_ready(server)
-        versions = venv_versions(python, ["wyoming-openwakeword", "wyoming", "numpy"])
+        versions = venv_versions(python, ["wyoming-openwakeword", "wyoming", "numpy", *runtime])
         systems.append(System(key, label, names, server, versions))
     return systems
 
