@@ -108,6 +108,14 @@ class _Shared:
     options: _XnnpackOptions  # XNNPACK's defaults and the weights cache
 
 
+def _load(path: Path) -> int:
+    """A TfLiteModel* for a model file."""
+    model = _library().TfLiteModelCreateFromFile(str(path).encode())
+    if not model:
+        raise ValueError(f"{path} is not a TensorFlow Lite model")
+    return model
+
+
 class _Model:
     """One model file in one thread's interpreter, for one input shape."""
 
@@ -116,9 +124,7 @@ class _Model:
         lib = self._lib = _library()
         self._invoke = lib.TfLiteInterpreterInvoke if long else _invoke_holding_gil()
         self._owned = shared is None
-        self.model = lib.TfLiteModelCreateFromFile(str(path).encode()) if shared is None else shared.model
-        if not self.model:
-            raise ValueError(f"{path} is not a TensorFlow Lite model")
+        self.model = _load(path) if shared is None else shared.model
         options = lib.TfLiteXNNPackDelegateOptionsDefault() if shared is None else shared.options
         self.delegate = lib.TfLiteXNNPackDelegateCreate(ctypes.byref(options))
         interpreter_options = lib.TfLiteInterpreterOptionsCreate()
@@ -180,12 +186,9 @@ def _shared() -> _Shared:
     """The embedding model, loaded and its weights packed by the first interpreter made of it."""
     lib = _library()
     path = library_dir(OPEN) / "models" / "embedding_model.tflite"
-    model = lib.TfLiteModelCreateFromFile(str(path).encode())
-    if not model:
-        raise ValueError(f"{path} is not a TensorFlow Lite model")
     options = lib.TfLiteXNNPackDelegateOptionsDefault()
     options.weights_cache = lib.TfLiteXNNPackDelegateWeightsCacheCreate()
-    shared = _Shared(model, options)
+    shared = _Shared(_load(path), options)
     _Model(path, (1, EMB_FEATURES, NUM_MELS, 1), shared=shared).close()  # packs the weights into the cache
     # soft: later interpreters may still use what it holds (and add nothing)
     if not lib.TfLiteXNNPackDelegateWeightsCacheFinalizeSoft(options.weights_cache):
@@ -266,6 +269,8 @@ class OpenFeatures:
             samples = np.frombuffer(pcm[start : start + 2 * SAMPLES_PER_CHUNK * MAX_BLOCK], dtype=np.int16)
             self.audio = np.concatenate((self.audio, samples.astype(np.float32)))
             self.samples += len(samples)
+            if len(self.audio) < MEL_SAMPLES:
+                continue  # most 10 ms pieces: no chunk complete yet
             frames, chunk_ends = [self.mels], []  # a melspectrogram call a chunk (see above)
             while len(self.audio) >= MEL_SAMPLES:
                 frames.append(mel(self.audio[None, :MEL_SAMPLES]).reshape(-1, NUM_MELS) / 10 + 2)  # library's scale
