@@ -65,6 +65,7 @@ class Pause:
     probability: float  # the turn model's
     words_complete: bool
     last_word_lead: float | None  # seconds from the last word's start to the end of the speech
+    last_word_tail: float | None  # seconds from the last word's end to the end of the speech (< 0: past it)
     guessed: bool
     complete: bool  # all three judges agree: the turn would end here
     second_probability: float | None  # the turn model's at the second listen, if there was one
@@ -118,6 +119,7 @@ async def run(args: argparse.Namespace, _: ExitStack) -> dict:
                 transcript, probability = await judge(whisper, turn, audio, end, check)
                 text, words = transcript.text, transcript.words
                 lead = end / WHISPER_RATE - words[-1].start if words else None
+                tail = end / WHISPER_RATE - words[-1].end if words else None
                 words_complete, guessed = sounds_complete(text, "en"), guessed_ending(words, end / WHISPER_RATE)
                 complete = judged_complete(transcript, end / WHISPER_RATE, probability, patience.threshold)
                 last = index == len(stops) - 1
@@ -134,6 +136,7 @@ async def run(args: argparse.Namespace, _: ExitStack) -> dict:
                     probability,
                     words_complete,
                     lead,
+                    tail,
                     guessed,
                     complete,
                     second,

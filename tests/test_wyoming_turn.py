@@ -26,6 +26,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
+import numpy as np
 import pytest
 from helpers import (
     CORPUS,
@@ -113,9 +115,30 @@ async def heard_whole(server: Server, speech: Pcm) -> str:
         return str((await transcribe(client, speech, language="en")).data["text"])
 
 
-def joined(*parts: Pcm, pause: float) -> Pcm:
-    gap = bytes(int(pause * RATE) * 2)
-    return Pcm(gap.join(part.audio for part in parts), RATE, 2, 1)
+async def paused_after(server: Server, text: str, word: str, pause: float) -> Pcm:
+    """`text` said in one go, with `pause` seconds of silence put in after `word`, in the quietest 10 ms between the
+    middles of it and the next word (by the server's own word times, which may be off by a few tens of ms; a stop
+    before the next word's first sound is quiet, and the pause goes there), as bench/endpoint.py makes its paused
+    commands.
+
+    A speaker who stops mid-request keeps the sentence's tune; the words said as a sentence of their own ("Set a
+    timer for.") end on a full stop's fall, which Whisper may then hear as "Set a timer fork."
+    """
+    speech = await say(server, text)
+    async with httpx.AsyncClient(base_url=server.http_url, timeout=60) as http:
+        response = await http.post(
+            "/v1/audio/transcriptions",
+            files={"file": ("speech.wav", wav_bytes(speech))},
+            data={"model": "base", "response_format": "verbose_json", "timestamp_granularities[]": "word"},
+        )
+    words = response.raise_for_status().json()["words"]
+    index = next(index for index, said in enumerate(words) if normalise(said["word"]) == word)
+    samples = np.frombuffer(speech.audio, dtype="<i2").astype(np.float32)
+    frame = RATE // 100
+    first, last = (int(50 * (said["start"] + said["end"])) for said in words[index : index + 2])  # in 10 ms
+    levels = [float(np.mean(samples[at * frame : (at + 1) * frame] ** 2)) for at in range(first, last + 1)]
+    cut = (first + int(np.argmin(levels))) * frame * 2
+    return Pcm(speech.audio[:cut] + bytes(int(pause * RATE) * 2) + speech.audio[cut:], RATE, 2, 1)
 
 
 def same_words(heard: str | None, whole: str) -> bool:
@@ -170,7 +193,7 @@ async def test_turn_ends_on_our_transcript_without_audio_stop(server: Server, co
 
 async def test_a_pause_inside_a_command_does_not_end_it(server: Server) -> None:
     """ "Set a timer for ... ten minutes": the words before the pause cannot be the whole request."""
-    speech = joined(await say(server, "Set a timer for"), await say(server, "ten minutes."), pause=0.7)
+    speech = await paused_after(server, "Set a timer for ten minutes.", "for", pause=0.7)
     result = await home_assistant(server, speech, silence=8.0)
     assert result.text is not None and "minutes" in normalise(result.text), result
     assert same_words(result.text, await heard_whole(server, speech)), result
