@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import Server, assert_clean_log, start_server
+from helpers import Server, assert_stops_cleanly, start_server
 
 MAX_AUDIO_SECONDS = 60
 MAX_TEXT_CHARS = 2000
@@ -47,5 +47,4 @@ def server(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         tmp_path_factory.mktemp("server"),
     )
     yield running
-    assert running.stop() == 0, running.log
-    assert_clean_log(running.log)
+    assert_stops_cleanly(running)

@@ -137,6 +137,15 @@ def assert_clean_log(log: str) -> None:
             raise AssertionError(f"{sign!r} in server log, at line {first + 1}:\n{around}\n\nThe whole log:\n{log}")
 
 
+def assert_stops_cleanly(server: Server) -> None:
+    """SIGTERM ends the server with exit code 0 and a clean log; a failure's message starts with what went wrong
+    (CI's summary keeps only the start of a long one)."""
+    code = server.stop()
+    log = server.log
+    assert code == 0, f"exit code {code}; the log's last lines:\n" + "\n".join(log.splitlines()[-40:])
+    assert_clean_log(log)
+
+
 def start_server(
     args: Sequence[str],
     workdir: Path,

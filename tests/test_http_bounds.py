@@ -17,7 +17,7 @@ import httpx
 import numpy as np
 import openai
 import pytest
-from helpers import Server, assert_clean_log, silence, start_server
+from helpers import Server, assert_stops_cleanly, silence, start_server
 from test_http_openai import decode
 from test_http_willow import esp32_post
 
@@ -117,8 +117,7 @@ def impatient(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Itera
     args = ["--data-dir", str(data_dir), "--asr-model", "tiny.en", "--send-timeout", str(SEND_TIMEOUT)]
     running = start_server(args, tmp_path_factory.mktemp("impatient"))
     yield running
-    assert running.stop() == 0, running.log
-    assert_clean_log(running.log)
+    assert_stops_cleanly(running)
 
 
 def speech_requests(server: Server) -> dict[str, bytes]:

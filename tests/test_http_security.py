@@ -17,7 +17,7 @@ import httpx
 import openai
 import pytest
 import trustme
-from helpers import CORPUS, Server, assert_clean_log, load_audio, start_server, wer
+from helpers import CORPUS, Server, assert_stops_cleanly, load_audio, start_server, wer
 from multidict import CIMultiDict, CIMultiDictProxy
 from test_http_openai import decode
 from test_http_willow import DEVICE, esp32_post
@@ -48,8 +48,7 @@ def secured(data_dir: Path, spool: Path, tmp_path_factory: pytest.TempPathFactor
     env = {"WIS_API_KEY": KEY, "WIS_API_USER": USER, "WIS_API_PASSWORD": PASSWORD, "TMPDIR": str(spool)}
     running = start_server(args, tmp_path_factory.mktemp("secured"), env=env)
     yield running
-    assert running.stop() == 0, running.log
-    assert_clean_log(running.log)
+    assert_stops_cleanly(running)
     assert KEY not in running.log and PASSWORD not in running.log
 
 
@@ -331,8 +330,7 @@ def tls(data_dir: Path, tmp_path_factory: pytest.TempPathFactory, authority: tru
     args = ["--data-dir", str(data_dir), "--asr-model", "tiny.en"]
     running = start_server([*args, "--ssl-cert", "cert.pem", "--ssl-key", "key.pem"], workdir)
     yield running
-    assert running.stop() == 0, running.log
-    assert_clean_log(running.log)
+    assert_stops_cleanly(running)
 
 
 def trusting(authority: trustme.CA) -> ssl.SSLContext:

@@ -21,7 +21,18 @@ from urllib.parse import urlsplit
 
 import httpx
 import pytest
-from helpers import CORPUS, Pcm, Server, assert_clean_log, load_audio, normalise, silence, start_server, wav_bytes, wer
+from helpers import (
+    CORPUS,
+    Pcm,
+    Server,
+    assert_stops_cleanly,
+    load_audio,
+    normalise,
+    silence,
+    start_server,
+    wav_bytes,
+    wer,
+)
 from playwright.sync_api import Browser, BrowserContext, Page, Playwright, Request, sync_playwright
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -293,8 +304,7 @@ def keyed(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     args = ["--data-dir", str(data_dir), "--asr-model", "tiny.en"]
     running = start_server(args, tmp_path_factory.mktemp("keyed"), env={"WIS_API_KEY": KEY})
     yield running
-    assert running.stop() == 0, running.log
-    assert_clean_log(running.log)
+    assert_stops_cleanly(running)
 
 
 def test_the_console_asks_for_the_key_and_sends_it(browser: Browser, keyed: Server, tmp_path: Path) -> None:

@@ -28,7 +28,7 @@ import numpy as np
 import pytest
 from aioice.ice import get_host_addresses
 from aiortc import RTCConfiguration, RTCPeerConnection, RTCSessionDescription
-from helpers import CORPUS, ROOT, Server, assert_clean_log, normalise, start_server, wer
+from helpers import CORPUS, ROOT, Server, assert_clean_log, assert_stops_cleanly, normalise, start_server, wer
 from rtc_client import RATE, Client, PlayedTrack, pause, speech
 
 from rtc import ice
@@ -103,8 +103,7 @@ def rtc_server(data_dir: Path, tmp_path_factory: pytest.TempPathFactory, ports: 
         tmp_path_factory.mktemp("rtc-server"),
     )
     yield running
-    assert running.stop() == 0, running.log
-    assert_clean_log(running.log)
+    assert_stops_cleanly(running)
 
 
 def url(server: Server, query: str = "") -> str:
@@ -651,8 +650,7 @@ def nat_server(
         env={"WIS_RTC_PUBLIC_ADDRESS": "127.0.0.1"},
     )
     yield running
-    assert running.stop() == 0, running.log
-    assert_clean_log(running.log)
+    assert_stops_cleanly(running)
 
 
 async def test_the_public_address_is_named_and_reached_through_published_ports(nat_server: Server, nat_ports) -> None:

@@ -19,7 +19,7 @@ import httpx
 import pytest
 from aiortc import RTCConfiguration, RTCIceServer, RTCPeerConnection
 from faulty_server import MARKER, RTC_CLOSE_FAILURE, SLOW_MARKER, SLOW_SECONDS
-from helpers import ROOT, Server, assert_clean_log, start_server
+from helpers import ROOT, Server, assert_clean_log, assert_stops_cleanly, start_server
 from rtc_client import Client, PlayedTrack
 from test_rtc import free_range, sessions, url, wait_sessions
 
@@ -46,8 +46,7 @@ def bounds_server(data_dir: Path, tmp_path_factory: pytest.TempPathFactory, port
         launcher=LAUNCHER,
     )
     yield running
-    assert running.stop() == 0, running.log
-    assert_clean_log(running.log)
+    assert_stops_cleanly(running)
 
 
 async def browser_offer() -> str:

@@ -19,7 +19,7 @@ from pathlib import Path
 import openai
 import pytest
 import requests
-from helpers import Server, assert_clean_log, load_audio, read_until, start_server
+from helpers import Server, assert_stops_cleanly, load_audio, read_until, start_server
 from sentence_stream import stream_to_sentences
 from wyoming.event import async_read_event
 from wyoming.info import Describe
@@ -204,8 +204,7 @@ def server(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         tmp_path_factory.mktemp("bounds"),
     )
     yield running
-    assert running.stop() == 0, running.log
-    assert_clean_log(running.log)
+    assert_stops_cleanly(running)
 
 
 class Rss:

@@ -27,7 +27,7 @@ from helpers import (
     CORPUS,
     ROOT,
     Server,
-    assert_clean_log,
+    assert_stops_cleanly,
     load_audio,
     offline_pip,
     read_until,
@@ -140,8 +140,7 @@ def server(venv: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ser
         wrapper=("env", "-u", "PYTHONPATH"),
     )
     yield running
-    assert running.stop() == 0, running.log
-    assert_clean_log(running.log)
+    assert_stops_cleanly(running)
 
 
 # -- what was built ------------------------------------------------------------------

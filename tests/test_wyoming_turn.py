@@ -34,6 +34,7 @@ from helpers import (
     Pcm,
     Server,
     assert_clean_log,
+    assert_stops_cleanly,
     load_audio,
     normalise,
     start_server,
@@ -156,8 +157,7 @@ def limited(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         tmp_path_factory.mktemp("turn-limits"),
     )
     yield running
-    assert running.stop() == 0, running.log
-    assert_clean_log(running.log)
+    assert_stops_cleanly(running)
 
 
 # -- Home Assistant 2026.10 -----------------------------------------------------------
