@@ -93,11 +93,11 @@ _TRAILING_OFF = re.compile(r"(\.\.\.|…|,|;|:|-)\s*$")  # Whisper writes a sent
 # Whisper, given speech that stops mid-request, often finishes the sentence itself ("open the" became "Open the
 # gate.", "set a timer for" "set a timer for it."): the word it makes up begins right where the speech ends. A word
 # that was said begins earlier. On two builds of bench/turn_signals.py's corpus every last word of a whole request
-# began 0.144 s or more before the speech ended, and all but "What time is it?" said quickly (0.144-0.164 s) 0.2 s
-# or more; the made-up ones began up to 0.148 s before, and in 30 Piper takes of "Set a timer for" (its "it"
-# made up in 9) up to 0.15 s. Judging a said word made up costs only the wait for the silence; the other mistake
-# cuts a command in two, so the line leaves the made-up words a margin. (Their ends tell less: the alignment
-# stretches a said "30%" well into the silence after it.)
+# but "What time is it?" (0.144-0.164 s) began 0.2 s or more before the speech ended; the made-up ones began up to
+# 0.148 s before, Whisper's "it" after 30 Piper takes of "Set a timer for" 0.096-0.136 s, and in one test's take
+# 0.15 s. Judging a said word made up costs only the wait for the silence; the other mistake cuts a command in
+# two, so the line leaves the made-up words a margin. (Their ends tell less: the alignment stretches a said "30%"
+# well into the silence after it.)
 GUESS_START = 0.2  # seconds: a last word that begins closer than this to the end of the speech was guessed
 
 
