@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import socket
+import struct
 import time
 
+import pytest
 from helpers import corpus, load_audio, read_until, rms, synthesize, transcribe, wer
 from wyoming.event import Event
 from wyoming.info import Describe
 from wyoming.ping import Ping
+
+from wyoming_wis.wyoming.handler import send
 
 
 async def test_many_requests_on_one_connection(server) -> None:
@@ -85,3 +91,26 @@ async def test_describe_answers_within_a_second_during_inference(server) -> None
     await asyncio.gather(*work)
     print(f"describe during inference: max {max(timings) * 1000:.0f} ms, all {[round(t * 1000) for t in timings]}")
     assert max(timings) < 1.0, timings
+
+
+async def test_writing_to_a_client_that_reset_the_connection_raises_connection_reset() -> None:
+    """A client gone (a reset seen by the reader) is a ConnectionError to the writer: Python 3.13.5, the add-on's,
+    would raise TypeError from inside asyncio instead (CPython gh-136234), and the server logged it as a bug."""
+    accepted: asyncio.Queue[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = asyncio.Queue()
+    listener = await asyncio.start_server(lambda r, w: accepted.put_nowait((r, w)), "127.0.0.1", 0)
+    port = listener.sockets[0].getsockname()[1]
+    try:
+        _, client = await asyncio.open_connection("127.0.0.1", port)
+        reader, writer = await accepted.get()
+        client.transport.get_extra_info("socket").setsockopt(
+            socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
+        )
+        client.transport.abort()  # with SO_LINGER 0: a reset, as a satellite that loses power mid-reply
+        with contextlib.suppress(ConnectionError):
+            await asyncio.wait_for(reader.read(), 5)
+        await asyncio.sleep(0)  # the transport's connection_lost has run
+        assert writer.transport.is_closing()
+        with pytest.raises(ConnectionResetError):
+            await send(Ping().event(), writer)
+    finally:
+        listener.close()

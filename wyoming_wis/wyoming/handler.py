@@ -25,7 +25,7 @@ from typing import Any
 from wyoming.asr import Transcribe, Transcript, TranscriptChunk, TranscriptStart, TranscriptStop
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.error import Error
-from wyoming.event import Event, Eventable
+from wyoming.event import Event, Eventable, async_write_event
 from wyoming.info import Describe, SelectProgram
 from wyoming.ping import Ping, Pong
 from wyoming.server import AsyncEventHandler
@@ -51,6 +51,18 @@ LAST_ERROR_SECONDS = 5.0  # to send the error before closing a connection
 # long: the longest Home Assistant streams a command before its audio-stop (it reads only after sending it).
 HANG_UP_SECONDS = 15.0
 EVICT_SECONDS = 1.0  # to tell an evicted idle connection why, before its slot goes to another address
+
+
+async def send(event: Event, writer: asyncio.StreamWriter) -> None:
+    """Write one event; a connection already closing (the client hung up) raises ConnectionResetError.
+
+    Python 3.12 to 3.13.5 (the add-on's Debian trixie has 3.13.5) raise TypeError instead, from a write to a
+    transport whose connection was lost (CPython gh-136234). Nothing can close it between this check and the write:
+    the library's write starts without waiting.
+    """
+    if writer.transport.is_closing():
+        raise ConnectionResetError("the client hung up")
+    await async_write_event(event, writer)
 
 
 class WyomingHandler(AsyncEventHandler):
@@ -182,7 +194,7 @@ class WyomingHandler(AsyncEventHandler):
         err = Busy("Connection closed to make room for a client from another address (--max-connections)")
         with suppress(ConnectionError, TimeoutError):
             async with asyncio.timeout(EVICT_SECONDS):
-                await super().write_event(Error(text=err.message, code=err.code).event())
+                await send(Error(text=err.message, code=err.code).event(), self.writer)
         self.writer.close()
         self.reader.feed_eof()
 
@@ -485,7 +497,7 @@ class WyomingHandler(AsyncEventHandler):
         seconds = self.settings.send_timeout
         try:
             async with asyncio.timeout(seconds):
-                await super().write_event(event)
+                await send(event, self.writer)
         except TimeoutError:
             _LOGGER.warning("Wyoming client %s read nothing for %g s (--send-timeout); closing", self.peer, seconds)
             self.writer.transport.abort()

@@ -19,13 +19,12 @@ from functools import partial
 from urllib.parse import urlparse
 
 from wyoming.error import Error
-from wyoming.event import async_write_event
 from wyoming.server import AsyncEventHandler, AsyncServer, AsyncTcpServer, AsyncUnixServer, HandlerFactory
 
 from ..config import WyomingSettings
 from ..errors import Busy
 from ..memory import cap_send_buffer
-from .handler import WyomingHandler, host_of
+from .handler import WyomingHandler, host_of, send
 
 _LOGGER = logging.getLogger(__name__)
 REFUSAL_SECONDS = 5.0  # at most this long to tell a refused client why
@@ -47,7 +46,7 @@ class _Limits:
             busy = Busy(f"Too many connections: {self.max_connections} already open (--max-connections)")
             try:
                 async with asyncio.timeout(REFUSAL_SECONDS):
-                    await async_write_event(Error(text=busy.message, code=busy.code).event(), writer)
+                    await send(Error(text=busy.message, code=busy.code).event(), writer)
             except (ConnectionError, TimeoutError):
                 pass
             writer.close()
