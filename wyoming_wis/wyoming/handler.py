@@ -56,7 +56,7 @@ EVICT_SECONDS = 1.0  # to tell an evicted idle connection why, before its slot g
 async def send(event: Event, writer: asyncio.StreamWriter) -> None:
     """Write one event; a connection already closing (the client hung up) raises ConnectionResetError.
 
-    Python 3.12 to 3.13.5 (the add-on's Debian trixie has 3.13.5) raise TypeError instead, from a write to a
+    Python 3.12 and 3.13 (3.13.5 at least: the add-on's Debian trixie) raise TypeError instead, from a write to a
     transport whose connection was lost (CPython gh-136234). Nothing can close it between this check and the write:
     the library's write starts without waiting.
     """
