@@ -6,7 +6,7 @@ under the limit once took a home server from 450 MB to 3.7 GB. So every buffer t
 with client input (audio kept for transcription, an uploaded or decoded file) is counted
 here before it is allocated; a request that would pass `--memory-budget-mb` is refused
 as busy, and what a request held is given back when it ends. No one address may hold more
-than OWNER_SHARE of it, so that a flood from one host cannot starve Home Assistant's requests.
+than OWNER_SHARE of it (shares.py), so that a flood from one host cannot starve Home Assistant's requests.
 """
 
 from __future__ import annotations
@@ -18,16 +18,16 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 
 from .errors import Busy
+from .shares import LOCAL, OWNER_SHARE, owner
 
 RETRY_SECONDS = 5.0  # a held buffer is given back when its request ends: typically within seconds
-OWNER_SHARE = 0.5  # of the budget, the most one client address may hold
-_CLIENT: ContextVar[str] = ContextVar("client", default="local")
+_CLIENT: ContextVar[str] = ContextVar("client", default=LOCAL)
 
 
 @contextmanager
 def client(address: str) -> Iterator[None]:
-    """Buffers held for requests made inside belong to this client address."""
-    token = _CLIENT.set(address)
+    """Buffers held for requests made inside belong to the owner of this client address."""
+    token = _CLIENT.set(owner(address))
     try:
         yield
     finally:
