@@ -28,8 +28,8 @@ _SAME = {"okay": "ok"}
 
 def words(text: str) -> list[str]:
     """Words, lowercased, without punctuation, as Whisper may write them: '3:45 PM', '3.45 p.m.' and '3.45pm' are all
-    '345 pm', 'Okay' is 'ok'."""
-    text = re.sub(r"\b([ap])\.m\.", r"\1m", text.lower())
+    '345 pm', 'Okay' is 'ok'; letters with full stops are one word ('p.n.', a misheard 'PM', is one word wrong)."""
+    text = re.sub(r"\b([a-z])\.([a-z])\.", r"\1\2", text.lower())
     text = re.sub(r"(\d)[:.](\d)", r"\1\2", text)  # a time's separator
     text = re.sub(r"(\d)([a-z])", r"\1 \2", text)  # 45pm
     return [_SAME.get(word, word) for word in re.sub(r"[^\w\s']", " ", text).split()]
