@@ -15,7 +15,7 @@
 #                              dist/, the wheel built from here or WHEEL (the add-on's Dockerfile installs it); see README.md
 #   ./run.sh bench [asr|tts|rtc] [FLAGS...]  run the benchmarks against the peer servers (all, or one with its flags)
 #   ./run.sh bench soak [FLAGS...]           every frontend under 16 clients for 12 minutes (bench/soak.py)
-#   ./run.sh bench abuse [FLAGS...]          the attacks of issue 19, one after another, for 10 minutes (bench/abuse.py)
+#   ./run.sh bench abuse [FLAGS...]          every attack we know of, one after another (bench/abuse.py, SECURITY.md)
 #   ./run.sh bench accuracy [FLAGS...]       our transcripts against faster-whisper's transcribe(), per utterance (bench/accuracy.py)
 #   ./run.sh bench paths [FLAGS...]          every frontend's transcripts against the same, per utterance (bench/paths.py)
 #   ./run.sh bench endpoint [FLAGS...]       last word to transcript: Home Assistant's VAD, the peer's, ours (bench/endpoint.py)

@@ -16,12 +16,23 @@ The attacks come from 127.0.0.1: the server's fairness is per address, as a LAN'
 
   flac             a 55-byte FLAC declaring 8, 16 or 32 Hz with one 65,535-sample block (2.3 hours at 8 Hz),
                    to /v1/audio/transcriptions, /v1/audio/translations and /api/asr at once: a 4xx, quickly
+  demuxers         a 106-byte SDP file, and an ffconcat and an HLS playlist naming a corpus clip by its path from
+                   the server's working directory, to every route that decodes an upload at once: a 4xx each,
+                   quickly, and no UDP socket opened by the server
   speech-text      /v1/audio/speech, read for 15 s: one 4,096-character sentence with no full stop, and 2,048
                    characters of "9,999,999 ": speech within 10 s, or a refusal
   wyoming-digits   --max-text-chars digits as one `synthesize`, and again streamed (synthesize-start, chunks,
                    synthesize-stop), read for 15 s: speech within 10 s, or a refusal
   rtc-offers       20 offers with no audio section to /api/rtc/asr, then a browser's: a 4xx each, then the
                    browser connects (no slot leaked)
+  rtc-fragments    half --rtc-max-sessions browsers at once each send 16 MiB of one message that never ends
+                   (half of them out of order, after a TSN never sent): each closed before 1 MiB of it was taken
+                   in
+  rtc-no-acks      half --rtc-max-sessions browsers that send no SCTP acknowledgement ping 50,000 times at once:
+                   each closed before its last ping, its pongs left unacknowledged past the cap
+  rtc-shares       --rtc-max-sessions offers from one address (answered, never connected), then a browser from
+                   another address: half of them answered, the rest 429 naming the address's share; the browser
+                   connects
   willow-streams   20 Willow devices at once stream AMR-WB NO_DATA frames (a byte per 20 ms: 30 KB is 10 minutes
                    of audio) over 15 s, hold the stream 5 s, and end it: each answered, 200 or a refusal
   wyoming-uploads  20 Wyoming transcriptions at once of --max-audio-seconds of audio sent at full speed: each
@@ -30,6 +41,18 @@ The attacks come from 127.0.0.1: the server's fairness is per address, as a LAN'
                    events whose transcript_names/_terms fill --max-event-data-bytes: each answered (no 5xx)
   slots            --max-connections idle Wyoming connections (and 4 more) from one address; meanwhile Home
                    Assistant's describe and transcription from another address: both served
+  wake-slots       --max-connections wake word streams (and 4 more) from one address, kept up as Home Assistant
+                   keeps one per satellite; meanwhile its describe and transcription from another address: both
+                   served, in place of the longest-running streams (told `busy`)
+  spread-slots     an idle Wyoming connection from each of --max-connections addresses (127.0.1.x); meanwhile
+                   Home Assistant's describe and transcription: both served
+  trickle          8 Wyoming transcriptions whose audio comes a sample every 2.5 s, to a second server run with
+                   --idle-timeout 10: each closed with `timeout` once its audio is 10 s behind the clock
+  pipelined-pings  4 connections write `ping`s back to back for 10 s (reading the pongs in bulk), and one writes
+                   them and never reads: describe keeps answering; that one is dropped within --send-timeout
+                   (plus 15 s)
+  wake-spellings   half --max-connections wake word streams, each naming Okay Nabu in 64 spellings: one detector's
+                   share of the memory budget each; a `detect` naming 500 wake words: bad-request
   slow-readers     a Wyoming `synthesize` and a /v1/audio/speech request of long texts, from sockets with a
                    small receive buffer that never read: dropped within --send-timeout (plus 15 s)
   small            NUL and a lone surrogate in TTS text (400; bad-request); deeply nested JSON to
@@ -37,6 +60,24 @@ The attacks come from 127.0.0.1: the server's fairness is per address, as a LAN'
                    200); the saved recording without the key from a second server run with --api-key (401); an
                    offer whose candidates name other hosts (192.0.2.1, and a UDP socket of ours on 127.0.0.9:
                    no packet may reach it); a Content-Security-Policy on /api/docs
+  charsets         forms to /v1/audio/transcriptions whose parts declare what aiohttp decoded: a 1 MiB field in
+                   punycode (16 s of event loop), an unknown charset (a 500), a gzipped file (50 MB of zeros in
+                   50 kB), a base64 field, 640 parts: a 4xx each, quickly
+  big-bodies       just under --max-upload-mb of offer to /api/rtc/asr and of multipart /v1/audio/speech (a
+                   recording), each with its length declared and chunked: 413 each, quickly, before the client
+                   has sent more than the route's limit (and the sockets' buffers)
+  echoes           a megabyte of program, voice, wake word and vad_sensitivity in Wyoming events, 60 KB of voice,
+                   model and format in /v1/audio/speech, a 64 KiB model field in a form, and a path with %0a and
+                   %0d: a refusal each whose message is under 400 characters, and under 20 KB logged for all
+  clones           --max-cloned-voices (and 8 more) voices cloned with Willow's POST /api/tts?speaker=, 4 at a
+                   time, to a second server run with --xtts on a tiny random XTTS-v2: the quota's worth stored
+                   (200), the rest refused (507, cannot-store), a replacement stored, and no more voices on disk
+  rebinding        a page of evil.example rebound to the server (its Host, Origin and a browser's User-Agent)
+                   posts save_audio=true to /api/willow and GETs /audio/willow.wav; a page of another site posts a
+                   form to /v1/audio/transcriptions (403 each); a device's save_audio=true without a key (200,
+                   nothing kept) and the recording asked for without a key (403)
+  http-connections half --max-http-connections idle HTTP connections (and 8 more) from one address: the 8 refused
+                   503 as they connect; meanwhile /health and a transcription from another address (200)
 
 Targets, for each attack: its expected answers; peak resident memory under `--ceiling-mb`; every describe
 answered within 250 ms; every real request right. Prints a table, writes bench/results/abuse-<time>.json,
@@ -49,9 +90,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gzip
 import json
 import os
 import secrets
+import shutil
 import signal
 import socket
 import struct
@@ -74,6 +117,7 @@ from wyoming.client import AsyncTcpClient
 from wyoming.event import Event, async_read_event
 from wyoming.info import Describe
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop
+from wyoming.wake import Detect
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parents[1] / "tests"))
@@ -92,10 +136,18 @@ from common import (  # noqa: E402
     start_all_frontends,
     stop_servers,
 )
+from helpers import Pcm, wav_bytes  # noqa: E402
+from hostile_files import naming, udp_sockets  # noqa: E402  (tests/hostile_files.py: uploads that name others)
 from rtc_client import Client as Browser  # noqa: E402  (tests/rtc_client.py: the browser stand-in)
 
+from http_api.bodies import MAX_PARTS  # noqa: E402
+from http_api.openai_speech import MAX_FORM_BYTES  # noqa: E402
+from http_api.willow import SAVED_AUDIO  # noqa: E402
 from wyoming_wis.config import Settings  # noqa: E402
 from wyoming_wis.memory import TRIM_SECONDS  # noqa: E402
+from wyoming_wis.shares import share_of  # noqa: E402
+from wyoming_wis.wake.engine import MAX_KEPT_BYTES, MAX_NAMES  # noqa: E402
+from wyoming_wis.wake.listener import MICRO_BYTES  # noqa: E402
 
 DEFAULTS = Settings.from_args([], environ={})  # what the server runs with; the attacks are sized by it
 ATTACKER = "127.0.0.1"  # where the attacks come from
@@ -594,6 +646,33 @@ async def flac(target: Target) -> Finding:
     return Finding(tally(answers), all(a.refused and a.seconds <= QUICK_S for a in answers), answers)
 
 
+# demuxers
+
+
+UPLOAD_ROUTES = (  # every route that decodes an uploaded file, and its field
+    ("/v1/audio/transcriptions", "file"),
+    ("/v1/audio/translations", "file"),
+    ("/api/asr", "audio_file"),
+    ("/api/wake", "file"),
+)
+
+
+async def demuxers(target: Target) -> Finding:
+    cwd = Path(os.readlink(f"/proc/{target.pid}/cwd"))
+    clip = os.path.relpath(LJ_CORPUS / f"{REAL_CLIP}.flac", cwd)  # relative: FFmpeg's concat refuses absolute paths
+    sockets = udp_sockets(target.pid)
+    async with httpx.AsyncClient(base_url=target.http_url, timeout=ANSWER_S) as http:
+        calls = [
+            timed(f"{route} {kind}", http.post(route, files={field: upload}))
+            for route, field in UPLOAD_ROUTES
+            for kind, upload in naming(clip).items()
+        ]
+        answers = list(await asyncio.gather(*calls))
+    opened = udp_sockets(target.pid) - sockets
+    expected = opened == 0 and all(a.refused and a.seconds <= QUICK_S for a in answers)
+    return Finding(f"{tally(answers)}; {opened} UDP sockets opened", expected, answers)
+
+
 # speech-text
 
 
@@ -663,9 +742,10 @@ async def offer_without_audio() -> str:
     return "\r\n".join(lines[:audio] + lines[after:])
 
 
-async def browser(url: str) -> Reply:
-    """tests/rtc_client.py's browser connects: its offer's answer, then its data channel open."""
-    client = Browser(url)
+async def browser(url: str, source: str | None = None) -> Reply:
+    """tests/rtc_client.py's browser connects (its offer sent from `source`): its offer's answer, then its data
+    channel open."""
+    client = Browser(url, source=source)
     try:
         response = await client.offer()
         if response.status_code != 200:
@@ -687,6 +767,80 @@ async def rtc_offers(target: Target) -> Finding:
     good = await timed("a browser", browser(url))
     expected = all(answer.refused for answer in bad) and good.status == 200
     return Finding(f"{tally(bad)}; then a browser: {good.status}, {good.detail[:60]}", expected, [*bad, good])
+
+
+# rtc-fragments, rtc-no-acks, rtc-shares
+
+
+RTC_SHARE = share_of(DEFAULTS.rtc.rtc_max_sessions)  # the connections one address may hold
+UNENDED_BYTES = 16 * 2**20  # of each message that never ends: aiortc alone would hold all of it
+UNENDED_TAKEN = 2**20  # bytes of it sent before the server closes the peer, at most (rtc/sctp.py holds a fraction)
+UNACKED_PINGS = 50_000  # from each peer that acknowledges nothing; each answered with a pong that waits for it
+
+
+async def hostile_peer(url: str, attack: Callable[[Browser], Awaitable[int]], most: int, unit: str) -> Reply:
+    """A browser from ATTACKER connects and `attack`s (which returns how much it sent): 'closed' if the server closed
+    it before more than `most` went, 'closed late' after, 'open' if it never did."""
+    client = Browser(url, source=ATTACKER)
+    try:
+        await client.connect()
+        sent = await attack(client)
+        status = "open" if client.channel.readyState == "open" else "closed" if sent <= most else "closed late"
+        return Reply(status, f"{sent} {unit}")
+    finally:
+        await client.close()
+
+
+def unended(in_order: bool) -> Callable[[Browser], Awaitable[int]]:
+    return lambda client: client.send_unended(UNENDED_BYTES, in_order)
+
+
+async def no_acks(client: Browser) -> int:
+    client.stop_acknowledging()
+    return await client.flood("ping", UNACKED_PINGS)
+
+
+async def hostile_peers(
+    url: str, attacks: dict[str, Callable[[Browser], Awaitable[int]]], most: int, unit: str
+) -> Finding:
+    """The attacks at once, each from a browser of its own: each closed before more than `most` went."""
+    answers = await asyncio.gather(
+        *(timed(label, hostile_peer(url, attack, most, unit)) for label, attack in attacks.items())
+    )
+    outcome = f"{tally(answers)}; sent before the end: {', '.join(answer.detail for answer in answers)}"
+    return Finding(outcome, all(answer.status == "closed" for answer in answers), list(answers))
+
+
+async def rtc_fragments(target: Target) -> Finding:
+    attacks = {f"{'unended' if n % 2 else 'out of order'} {n}": unended(n % 2 == 1) for n in range(RTC_SHARE)}
+    return await hostile_peers(target.http_url + "/api/rtc/asr", attacks, UNENDED_TAKEN, "bytes")
+
+
+async def rtc_no_acks(target: Target) -> Finding:
+    attacks = {f"no acks {n}": no_acks for n in range(RTC_SHARE)}
+    return await hostile_peers(target.http_url + "/api/rtc/asr", attacks, UNACKED_PINGS - 1, "pings")
+
+
+async def full_offer() -> str:
+    """A browser's offer (tests/rtc_client.py's), every candidate in it; the browser is gone once it is made."""
+    client = Browser("")
+    try:
+        await client.pc.setLocalDescription(await client.pc.createOffer())
+        return client.pc.localDescription.sdp
+    finally:
+        await client.close()
+
+
+async def rtc_shares(target: Target) -> Finding:
+    url = target.http_url + "/api/rtc/asr"
+    offer = {"sdp": await full_offer(), "type": "offer"}  # answered, never connected: held CONNECT_TIMEOUT (30 s)
+    transport = httpx.AsyncHTTPTransport(local_address=ATTACKER)
+    async with httpx.AsyncClient(timeout=ANSWER_S, transport=transport) as http:
+        offers = [await timed(f"offer {n}", http.post(url, json=offer)) for n in range(DEFAULTS.rtc.rtc_max_sessions)]
+    good = await timed("a browser at another address", browser(url, HOME_ASSISTANT))
+    expected = [answer.status for answer in offers] == [200] * RTC_SHARE + [429] * (len(offers) - RTC_SHARE)
+    expected &= all(f"from {ATTACKER}" in answer.detail for answer in offers[RTC_SHARE:]) and good.status == 200
+    return Finding(f"{tally(offers)}; then a browser: {good.status}, {good.detail[:60]}", expected, [*offers, good])
 
 
 # willow-streams
@@ -735,12 +889,17 @@ async def willow_device(http_url: str, query: str, body: bytes, seconds: float, 
             await writer.drain()
     except ConnectionError:
         pass  # the server stopped taking the body: its answer says why, or its absence does
+    status, text = await _answered(answer, writer)
+    return Reply(status, text[:200].decode(errors="replace"))
+
+
+async def _answered(answer: asyncio.Task[tuple[int, bytes]], writer: asyncio.StreamWriter) -> tuple[int, bytes]:
+    """The answer `_http_answer` reads, once the body is sent or refused; the connection closed after it."""
     try:
-        status, text = await asyncio.wait_for(answer, ANSWER_S)
+        return await asyncio.wait_for(answer, ANSWER_S)
     finally:
         answer.cancel()
         writer.close()
-    return Reply(status, text[:200].decode(errors="replace"))
 
 
 async def willow_streams(target: Target) -> Finding:
@@ -903,6 +1062,265 @@ async def slots(target: Target) -> Finding:
 
 async def _describe(port: int) -> Reply:
     return Reply(await describe_once(port, HOME_ASSISTANT))
+
+
+# wake-slots, spread-slots, trickle, pipelined-pings, wake-spellings
+
+
+SILENCE_CHUNK = AudioChunk(RATE, WIDTH, 1, audio=bytes(RATE // 10 * WIDTH)).event()  # 100 ms, as satellites stream
+EVICTED = "evicted"  # a stream ended by `busy` to make room for another address (not refused at its start)
+
+
+class Satellites:
+    """Wake word streams from ATTACKER, as Home Assistant keeps one per satellite (100 ms of silence every 100 ms),
+    topped up as the server ends them: every slot it can get, all the time. `ended` counts how each one ended."""
+
+    def __init__(self, port: int, want: int, names: Sequence[str] = ("okay_nabu",)) -> None:
+        self.port, self.want, self.names = port, want, list(names)
+        self.streams: set[asyncio.Task[str]] = set()
+        self.ended: Counter[str] = Counter()
+
+    async def keep(self) -> None:
+        try:
+            while True:
+                for _ in range(self.want - len(self.streams)):
+                    stream = asyncio.create_task(self._one())
+                    self.streams.add(stream)
+                    stream.add_done_callback(self._end)
+                await asyncio.sleep(SLOTS_TOP_UP_S)
+        finally:
+            for stream in self.streams:
+                stream.cancel()
+            await asyncio.gather(*self.streams, return_exceptions=True)
+
+    def _end(self, stream: asyncio.Task[str]) -> None:
+        self.streams.discard(stream)
+        if not stream.cancelled():
+            failed = stream.exception()
+            self.ended[stream.result() if failed is None else type(failed).__name__] += 1
+
+    async def _one(self) -> str:
+        client = SourcedClient(self.port, ATTACKER)
+        await client.connect()
+        streaming = asyncio.create_task(self._stream(client))
+        try:
+            while (event := await client.read_event()) is not None and event.type != "error":
+                pass
+            if event is not None and "make room" in str(event.data.get("text")):
+                return EVICTED
+            return status_of(event)
+        finally:
+            streaming.cancel()
+            await client.disconnect()
+
+    async def _stream(self, client: SourcedClient) -> None:
+        with suppress(*CLIENT_FAILURES):
+            await client.write_event(Detect(names=self.names).event())
+            await client.write_event(AudioStart(RATE, WIDTH, 1).event())
+            while True:
+                await client.write_event(SILENCE_CHUNK)
+                await asyncio.sleep(0.1)
+
+
+async def served_meanwhile(target: Target) -> tuple[Answer, Answer, Real]:
+    """Home Assistant's describe and transcription from its own address, while the slots are held."""
+    describe = await timed("describe from 127.0.0.2", _describe(target.port))
+    real = await real_transcription(target.port, "during")
+    transcription = Answer(
+        "ok" if real.ok else "not served", real.detail, None, "transcription from 127.0.0.2", real.seconds
+    )
+    return describe, transcription, real
+
+
+async def wake_slots(target: Target) -> Finding:
+    satellites = Satellites(target.port, DEFAULTS.wyoming.max_connections + SLOTS_EXTRA)
+    keeping = asyncio.create_task(satellites.keep())
+    try:
+        await asyncio.sleep(SLOTS_FILL_S)
+        held = len(satellites.streams)
+        describe, transcription, real = await served_meanwhile(target)
+        await asyncio.sleep(SLOTS_HOLD_S)
+    finally:
+        keeping.cancel()
+        await asyncio.gather(keeping, return_exceptions=True)
+    outcome = (
+        f"{held} wake word streams kept up from one address, ended: {dict(satellites.ended)}; Home Assistant's "
+        f"describe {describe.status} in {describe.seconds:.2f} s, transcription {transcription.status} in "
+        f"{real.seconds:.1f} s"
+    )
+    expected = describe.status == "ok" and real.ok and satellites.ended[EVICTED] > 0
+    return Finding(outcome, expected, [describe, transcription])
+
+
+async def spread_slots(target: Target) -> Finding:
+    """One idle connection from each of --max-connections addresses (127.0.1.x)."""
+    opened = []
+    for n in range(DEFAULTS.wyoming.max_connections):
+        reader, writer = await asyncio.open_connection(HOST, target.port, local_addr=(f"127.0.1.{n + 1}", 0))
+        opened.append((writer, asyncio.create_task(until_closed(reader))))
+    try:
+        await asyncio.sleep(SLOTS_FILL_S)
+        describe, transcription, real = await served_meanwhile(target)
+    finally:
+        for writer, closed in opened:
+            closed.cancel()
+            writer.close()
+    evicted = sum(closed.done() and not closed.cancelled() for _, closed in opened)
+    outcome = (
+        f"{len(opened)} idle connections from as many addresses ({evicted} closed to make room); Home Assistant's "
+        f"describe {describe.status} in {describe.seconds:.2f} s, transcription {transcription.status} in "
+        f"{real.seconds:.1f} s"
+    )
+    return Finding(outcome, describe.status == "ok" and real.ok, [describe, transcription])
+
+
+TRICKLE_IDLE_S = 10.0  # the second server's --idle-timeout: the default's 300 s is past any attack's --cap
+TRICKLES = 8  # transcriptions at once
+
+
+async def start_trickle_server(stack: ExitStack) -> int:
+    """A second server, run with --idle-timeout TRICKLE_IDLE_S; its Wyoming port."""
+    server, _ = await start_all_frontends(
+        "abuse-trickle", CACHE / "abuse-trickle-data", stack, ["--idle-timeout", str(TRICKLE_IDLE_S)]
+    )
+    return server.port
+
+
+async def trickled(port: int) -> Reply:
+    """A transcription whose audio comes a sample at a time, each well within --idle-timeout of the last."""
+    client = SourcedClient(port, ATTACKER)
+    await client.connect()
+
+    async def drip() -> None:
+        with suppress(*CLIENT_FAILURES):
+            await client.write_event(Transcribe(language="en").event())
+            await client.write_event(AudioStart(RATE, WIDTH, 1).event())
+            while True:
+                await client.write_event(AudioChunk(RATE, WIDTH, 1, audio=bytes(WIDTH)).event())
+                await asyncio.sleep(TRICKLE_IDLE_S / 4)
+
+    dripping = asyncio.create_task(drip())
+    try:
+        status, events = await read_answer(client, "transcript", TRICKLE_IDLE_S + DROP_SLACK_S)
+        return Reply(status, str(events[-1].data.get("text", ""))[:200] if events else "")
+    finally:
+        dripping.cancel()
+        await client.disconnect()
+
+
+async def trickle(target: Target, port: int) -> Finding:
+    answers = await asyncio.gather(*(timed(f"trickle {n}", trickled(port)) for n in range(TRICKLES)))
+    expected = all(a.status == "error:timeout" and a.seconds < TRICKLE_IDLE_S + DROP_SLACK_S for a in answers)
+    return Finding(
+        f"{TRICKLES} trickled transcriptions, --idle-timeout {TRICKLE_IDLE_S:g}: {tally(answers)}", expected, answers
+    )
+
+
+FLOOD_S = 10.0
+FLOODERS = 4  # connections writing pings back to back
+PINGS = b"".join(json.dumps({"type": "ping", "data": {"text": str(n)}}).encode() + b"\n" for n in range(4096))
+
+
+async def flood(port: int, seconds: float) -> Reply:
+    """Pings written back to back for `seconds`, never waiting for a pong (they are read in bulk, so the server
+    never waits on its writes); the pongs read."""
+    reader, writer = await asyncio.open_connection(HOST, port, local_addr=(ATTACKER, 0))
+    pongs = 0
+
+    async def drain() -> None:
+        nonlocal pongs
+        with suppress(*CLIENT_FAILURES):
+            while data := await reader.read(1 << 20):
+                pongs += data.count(b'"pong"')
+
+    draining = asyncio.create_task(drain())
+    ends = time.monotonic() + seconds
+    try:
+        with suppress(*CLIENT_FAILURES):
+            while time.monotonic() < ends:
+                writer.write(PINGS)
+                await writer.drain()
+    finally:
+        draining.cancel()
+        writer.close()
+    return Reply("answered" if pongs else "no pong", f"{pongs} pongs")
+
+
+async def pings_never_read(port: int) -> Reply:
+    """Pings written from a socket with a small receive buffer that never reads: dropped, or still held."""
+    reader, writer = await asyncio.open_connection(HOST, port, local_addr=(ATTACKER, 0))
+    writer.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, SLOW_RCVBUF)
+    limit = DEFAULTS.wyoming.send_timeout + DROP_SLACK_S
+    began, sent, status = time.monotonic(), 0, "held"
+    try:
+        while time.monotonic() - began < limit:
+            writer.write(PINGS)
+            await asyncio.wait_for(writer.drain(), limit)
+            sent += PINGS.count(b"\n")
+    except asyncio.TimeoutError:  # an OSError too: before CLIENT_FAILURES
+        pass
+    except CLIENT_FAILURES:
+        status = "dropped"
+    finally:
+        writer.close()
+    return Reply(status, f"{sent} pings written, {status} after {time.monotonic() - began:.1f} s")
+
+
+async def pipelined_pings(target: Target) -> Finding:
+    answers = await asyncio.gather(
+        *(timed(f"flood {n}", flood(target.port, FLOOD_S)) for n in range(FLOODERS)),
+        timed("never reads", pings_never_read(target.port)),
+    )
+    *floods, never = answers
+    expected = all(a.status == "answered" for a in floods) and never.status == "dropped"
+    pongs = sum(int(a.detail.split()[0]) for a in floods if a.detail)
+    outcome = f"{FLOODERS} connections' pings for {FLOOD_S:g} s: {pongs} pongs; one that never reads: {never.detail}"
+    return Finding(outcome, expected, list(answers))
+
+
+SPELLINGS_HOLD_S = 2.0  # the streams' budget is read this long after they open
+SPELLING_STREAMS = DEFAULTS.wyoming.max_connections // 2  # what one address keeps once others come
+ONE_STREAM_BYTES = MICRO_BYTES + MAX_KEPT_BYTES  # what a stream listening for one microWakeWord model holds
+
+
+def budget_used(http_url: str) -> float:
+    """wis_memory_budget_used_bytes, from /metrics."""
+    text = httpx.get(http_url + "/metrics", timeout=ANSWER_S).raise_for_status().text
+    return float(
+        next(line.split()[1] for line in text.splitlines() if line.startswith("wis_memory_budget_used_bytes "))
+    )
+
+
+async def wake_spellings(target: Target) -> Finding:
+    satellites = Satellites(target.port, SPELLING_STREAMS, [f"Okay_Nabu_v{n}" for n in range(MAX_NAMES)])
+    keeping = asyncio.create_task(satellites.keep())
+    try:
+        await asyncio.sleep(SPELLINGS_HOLD_S)
+        held = len(satellites.streams)
+        used = await asyncio.to_thread(budget_used, target.http_url)  # with Home Assistant's real requests'
+    finally:
+        keeping.cancel()
+        await asyncio.gather(keeping, return_exceptions=True)
+    client = SourcedClient(target.port, ATTACKER)
+    await client.connect()
+    try:
+        await client.write_event(Detect(names=[f"okay_nabu_v{n}" for n in range(500)]).event())
+        await client.write_event(AudioStart(RATE, WIDTH, 1).event())
+        status, events = await read_answer(client, "detection", ANSWER_S)
+    finally:
+        await client.disconnect()
+    refusal = Answer(status, str(events[-1].data.get("text", ""))[:200] if events else "", None, "500 names")
+    outcome = (
+        f"{held} streams naming Okay Nabu {MAX_NAMES} ways, ended: {dict(satellites.ended)}; the memory budget "
+        f"held {used / 1e6:.1f} MB ({ONE_STREAM_BYTES / 1e6:.2f} MB a stream with one detector); 500 names: {status}"
+    )
+    expected = (
+        held == SPELLING_STREAMS
+        and not satellites.ended
+        and used < 2 * SPELLING_STREAMS * ONE_STREAM_BYTES
+        and status == "error:bad-request"
+    )
+    return Finding(outcome, expected, [refusal])
 
 
 # slow-readers
@@ -1091,6 +1509,322 @@ async def small(target: Target, keyed_url: str) -> Finding:
     return Finding(outcome, not missed, answers)
 
 
+# charsets
+
+
+FORM_BOUNDARY = "abuse-boundary"
+AS_FORM = {"Content-Type": f"multipart/form-data; boundary={FORM_BOUNDARY}"}
+PUNYCODE_BYTES = 1 << 20  # the audit's field: 16 s of event loop while aiohttp decoded it as punycode
+BOMB_BYTES = 50_000_000  # zeros, 50 kB gzipped
+
+
+def form_part(name: str, value: bytes, *headers: str, filename: str | None = None) -> bytes:
+    disposition = f'Content-Disposition: form-data; name="{name}"' + (f'; filename="{filename}"' if filename else "")
+    return "\r\n".join((f"--{FORM_BOUNDARY}", disposition, *headers, "", "")).encode() + value + b"\r\n"
+
+
+def multipart(*parts: bytes) -> bytes:
+    return b"".join(parts) + f"--{FORM_BOUNDARY}--\r\n".encode()
+
+
+async def charsets(target: Target) -> Finding:
+    clip = form_part("file", (LJ_CORPUS / f"{REAL_CLIP}.flac").read_bytes(), filename="clip.flac")
+    forms = {
+        "punycode 1 MiB field": multipart(
+            form_part("prompt", b"a" * PUNYCODE_BYTES, "Content-Type: text/plain; charset=punycode"), clip
+        ),
+        "unknown charset": multipart(form_part("prompt", b"hi", "Content-Type: text/plain; charset=x-none"), clip),
+        "gzip bomb": multipart(
+            form_part("file", gzip.compress(bytes(BOMB_BYTES)), "Content-Encoding: gzip", filename="a.wav")
+        ),
+        "base64 field": multipart(form_part("prompt", b"SGk=", "Content-Transfer-Encoding: base64"), clip),
+        f"{10 * MAX_PARTS} parts": multipart(clip, *[form_part("unknown", b"1")] * (10 * MAX_PARTS)),
+    }
+    async with httpx.AsyncClient(base_url=target.http_url, timeout=ANSWER_S) as http:
+        calls = [
+            timed(label, http.post("/v1/audio/transcriptions", content=body, headers=AS_FORM))
+            for label, body in forms.items()
+        ]
+        answers = list(await asyncio.gather(*calls))
+    return Finding(tally(answers), all(a.refused and a.seconds <= QUICK_S for a in answers), answers)
+
+
+# echoes
+
+
+MEGABYTE_VALUE = "v" * 1_000_000
+MAX_ECHO_CHARS = 400  # of an error message: a client's value in it is cut to 60 characters (values.quote)
+MAX_LOGGED_BYTES = 20_000  # logged by the whole attack: a warning a request, each value in it cut short
+
+
+async def wyoming_error(port: int, event: Event) -> Reply:
+    """Send one event (and, for a request that waits for audio, its audio-start) from ATTACKER: the error back,
+    with its whole message's length in the detail."""
+    client = SourcedClient(port, ATTACKER)
+    await client.connect()
+    try:
+        await client.write_event(event)
+        if event.type in ("transcribe", "detect"):
+            await client.write_event(AudioStart(RATE, WIDTH, 1).event())
+        status, events = await read_answer(client, "error", ANSWER_S)
+        text = str((events[-1].data or {}).get("text", "")) if events else ""
+        return Reply(status, f"{len(text)} characters")
+    finally:
+        await client.disconnect()
+
+
+async def echoes(target: Target) -> Finding:
+    assert target.server is not None
+    logged = target.server.log_path.stat().st_size
+    big, wide = MEGABYTE_VALUE, MEGABYTE_VALUE[:60_000]  # 60 KB: within a JSON body's 64 KiB
+    wyoming = {
+        "program": Event("select-program", {"name": big}),
+        "voice": Event("synthesize", {"text": "Hi.", "voice": {"name": big}}),
+        "wake word": Event("detect", {"names": [big]}),
+        "vad_sensitivity": Event("transcribe", {"vad_sensitivity": big}),
+    }
+    speech = {"model": "tts-1", "input": "Hi.", "voice": "alloy"}
+    https = {
+        "speech voice": ("POST", "/v1/audio/speech", {"json": speech | {"voice": wide}}),
+        "speech model": ("POST", "/v1/audio/speech", {"json": speech | {"model": wide}}),
+        "speech format": ("POST", "/v1/audio/speech", {"json": speech | {"response_format": wide}}),
+        "form model": (
+            "POST",
+            "/v1/audio/transcriptions",
+            {"files": {"file": ("a.wav", b"RIFF"), "model": (None, wide[:65_000])}},
+        ),
+        "path %0a": ("GET", "/v1/%0a2026-12-04 00:00:00 INFO forged: a line of its own%0d", {}),
+    }
+    async with httpx.AsyncClient(base_url=target.http_url, timeout=ANSWER_S) as http:
+
+        async def http_error(method: str, path: str, kwargs: dict[str, Any]) -> Reply:
+            response = await http.request(method, path, **kwargs)
+            return Reply(response.status_code, f"{len(response.json()['error']['message'])} characters")
+
+        answers = list(
+            await asyncio.gather(
+                *(timed(label, wyoming_error(target.port, event)) for label, event in wyoming.items()),
+                *(timed(label, http_error(*request)) for label, request in https.items()),
+            )
+        )
+    grown = target.server.log_path.stat().st_size - logged
+    longest = max(int(answer.detail.split()[0]) for answer in answers if answer.detail.endswith("characters"))
+    expected = all(answer.refused for answer in answers) and longest < MAX_ECHO_CHARS and grown < MAX_LOGGED_BYTES
+    return Finding(f"{tally(answers)}; longest message {longest} characters, {grown} bytes logged", expected, answers)
+
+
+# big-bodies
+
+
+BIG_BODY_BYTES = int(DEFAULTS.http.max_upload_mb * 1024 * 1024) - 64 * 1024  # just under --max-upload-mb
+IN_FLIGHT_BYTES = 8_000_000  # what a client may have sent before a refusal reaches it: loopback's socket buffers
+BODY_PIECE = 64 * 1024
+
+
+async def body_until_answered(
+    http_url: str, path: str, content_type: str, head: bytes, chunked: bool
+) -> tuple[Reply, int]:
+    """POST `head`, then zeros, BIG_BODY_BYTES in all, as fast as the server takes them, until it answers: the
+    answer, and the bytes sent before it (a length declared over the limit is answered before any more)."""
+    host, port = http_url.removeprefix("http://").split(":")
+    reader, writer = await asyncio.open_connection(host, int(port), local_addr=(ATTACKER, 0))
+    # a small send buffer: what has been sent is little more than what the server has taken
+    writer.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, BODY_PIECE)
+    answer = asyncio.create_task(_http_answer(reader))
+    framing = "Transfer-Encoding: chunked" if chunked else f"Content-Length: {BIG_BODY_BYTES}"
+    sent, piece = 0, bytes(BODY_PIECE)
+    try:
+        writer.write(
+            f"POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: {content_type}\r\n{framing}\r\n\r\n".encode()
+        )
+        while sent < BIG_BODY_BYTES and not answer.done():
+            data = head if sent == 0 else piece[: BIG_BODY_BYTES - sent]
+            writer.write(b"%x\r\n%s\r\n" % (len(data), data) if chunked else data)
+            await writer.drain()
+            sent += len(data)
+            # a declared length over the limit is answered at once; other answers are read between pieces
+            await asyncio.wait([answer], timeout=QUICK_S if sent == len(head) and not chunked else 0)
+        if chunked and not answer.done():
+            writer.write(b"0\r\n\r\n")
+            await writer.drain()
+    except ConnectionError:
+        pass  # the server stopped taking the body: its answer says why, or its absence does
+    status, text = await _answered(answer, writer)
+    return Reply(status, f"{sent / 1e6:.1f} MB sent before it; {text[:150].decode(errors='replace')}"), sent
+
+
+async def big_bodies(target: Target) -> Finding:
+    speech = form_part("input", b"Hello.") + form_part("reference_audio", b"", filename="voice.wav")[:-2]
+    cases = {  # label: path, content type, the body's start, the route's limit
+        # an offer's, 64 KiB (rtc/signalling.py, which bench/rtc.py hides from here), is nothing beside the buffers
+        "offer": ("/api/rtc/asr", "application/json", b'{"type": "offer", "sdp": "', 0),
+        "speech form": ("/v1/audio/speech", AS_FORM["Content-Type"], speech, MAX_FORM_BYTES),
+    }
+    sent: dict[str, int] = {}
+    limit: dict[str, int] = {}
+
+    async def send(label: str, path: str, content_type: str, head: bytes, chunked: bool) -> Reply:
+        reply, sent[label] = await body_until_answered(target.http_url, path, content_type, head, chunked)
+        return reply
+
+    calls = []
+    for name, (path, content_type, head, size) in cases.items():
+        for framing in ("declared", "chunked"):
+            label = f"{name}, {framing}"
+            limit[label] = size
+            calls.append(timed(label, send(label, path, content_type, head, framing == "chunked")))
+    before = status_mb(target.pid, "VmRSS") or 0.0
+    answers = list(await asyncio.gather(*calls))
+    grown = (status_mb(target.pid, "VmRSS") or 0.0) - before
+    expected = all(
+        a.status == 413 and a.seconds <= QUICK_S and sent[a.label] <= limit[a.label] + IN_FLIGHT_BYTES for a in answers
+    )
+    return Finding(f"{tally(answers)}; VmRSS {grown:+.0f} MiB", expected, answers)
+
+
+# -- clones: more cloned voices than the server keeps ----------------------------------------
+
+CLONES_MODEL = "tiny-xtts"  # tests/xtts_tiny.py's random XTTS-v2: it clones like the real one (and speaks noise)
+CLONES_OVER = 8  # clones past --max-cloned-voices
+CLONES_AT_ONCE = 4
+CLONE_SECONDS = 4.0  # of the reference recording: XTTS takes 3 to 30
+
+
+async def start_cloner(stack: ExitStack) -> tuple[str, Path]:
+    """A second server, run with --xtts on the tiny XTTS-v2 and holding no cloned voice; its HTTP URL and the
+    folder its cloned voices go to."""
+    import xtts_tiny  # tests/xtts_tiny.py: imports PyTorch, so only for this attack
+
+    from wyoming_wis.core import XTTS_VOICES  # the core's engines load only for this attack, too
+
+    data = CACHE / "abuse-clones-data"
+    if not (data / "xtts" / CLONES_MODEL / "model.pth").is_file():
+        xtts_tiny.build(data / "xtts" / CLONES_MODEL)
+    folder = data / XTTS_VOICES / CLONES_MODEL
+    shutil.rmtree(folder, ignore_errors=True)  # the last run's clones
+    extra = ["--xtts", CLONES_MODEL, "--asr-model", "tiny.en"]  # tiny.en: nothing to join into this data dir
+    _, http_url = await start_all_frontends("abuse-clones", data, stack, extra)
+    return http_url, folder
+
+
+async def clones(target: Target, cloner: tuple[str, Path]) -> Finding:
+    http_url, folder = cloner
+    quota = DEFAULTS.core.tts.max_cloned_voices
+    pcm = real_clip().pcm
+    reference = wav_bytes(Pcm(pcm.audio[: int(CLONE_SECONDS * RATE) * WIDTH], RATE, WIDTH, 1))
+    gate = asyncio.Semaphore(CLONES_AT_ONCE)
+    transport = httpx.AsyncHTTPTransport(local_address=ATTACKER)
+    async with httpx.AsyncClient(base_url=http_url, transport=transport, timeout=ANSWER_S) as http:
+
+        async def clone(name: str) -> Answer:
+            async with gate:
+                files = {"audio_file": ("voice.wav", reference)}
+                return await timed(name, http.post("/api/tts", params={"speaker": name}, files=files))
+
+        answers = list(await asyncio.gather(*(clone(f"clone-{n}") for n in range(quota + CLONES_OVER))))
+        stored = sorted(answer.label for answer in answers if answer.status == 200)
+        answers.append(await clone(stored[0] if stored else "clone-0"))  # a replacement takes no more room
+    voices = sorted(path.stem for path in folder.glob("*.safetensors"))
+    size = sum(path.stat().st_size for path in folder.iterdir()) if folder.is_dir() else 0
+    refused = [answer for answer in answers[:-1] if answer.status == 507]  # cannot-store: no other error is 507
+    expected = len(stored) == quota and len(refused) == CLONES_OVER and answers[-1].status == 200
+    outcome = f"{tally(answers[:-1])}; replacing one: {answers[-1].status}; {len(voices)} voices, {size / 1e3:.0f} kB"
+    return Finding(outcome, expected and voices == stored, answers)
+
+
+# rebinding
+
+
+EVIL = "evil.example"  # a web page's name, pointed again at the server's address (DNS rebinding)
+BROWSER_AGENT = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0 Safari/537.36"
+DEVICE_FORMAT = {"x-audio-sample-rate": "16000", "x-audio-bits": "16", "x-audio-channel": "1", "x-audio-codec": "pcm"}
+REBINDING_EXPECTED = {  # label: status
+    "rebound page: save_audio=true": 403,
+    "rebound page: GET the recording": 403,
+    "cross-site form to /v1/audio/transcriptions": 403,
+    "a device: save_audio=true without a key": 200,
+    "anyone: GET the recording without a key": 403,
+}
+
+
+async def rebinding(target: Target) -> Finding:
+    """What a web page can make the user's browser do to the server: as a rebound page (its Host), and as a page
+    of another site posting a plain form. Then what a device and anyone get of the recording on a server with no
+    key."""
+    pcm = real_clip().pcm
+    rebound = {"Host": f"{EVIL}:{target.http_port}", "User-Agent": BROWSER_AGENT}  # plain HTTP: no Sec-Fetch-*
+    form = {"file": ("speech.wav", wav_bytes(Pcm(pcm.audio, RATE, WIDTH, 1)), "audio/wav")}
+    transport = httpx.AsyncHTTPTransport(local_address=ATTACKER)
+    async with httpx.AsyncClient(base_url=target.http_url, transport=transport, timeout=ANSWER_S) as http:
+        requests = {
+            "rebound page: save_audio=true": http.post(
+                "/api/willow?save_audio=true",
+                content=pcm.audio,
+                headers=DEVICE_FORMAT | rebound | {"Origin": f"http://{rebound['Host']}"},
+            ),
+            "rebound page: GET the recording": http.get("/" + SAVED_AUDIO, headers=rebound),
+            "cross-site form to /v1/audio/transcriptions": http.post(
+                "/v1/audio/transcriptions",
+                files=form,
+                data={"model": "whisper-1"},
+                headers={"Origin": f"http://{EVIL}", "User-Agent": BROWSER_AGENT},
+            ),
+            "a device: save_audio=true without a key": http.post(
+                "/api/willow?save_audio=true", content=pcm.audio, headers=DEVICE_FORMAT | {"User-Agent": "Willow/2.0"}
+            ),
+            "anyone: GET the recording without a key": http.get("/" + SAVED_AUDIO),
+        }
+        answers = [await timed(label, request) for label, request in requests.items()]
+    expected = all(answer.status == REBINDING_EXPECTED[answer.label] for answer in answers)
+    return Finding(", ".join(f"{answer.label}: {answer.status}" for answer in answers), expected, answers)
+
+
+# http-connections
+
+
+CONNECTIONS_EXTRA = 8  # connections past the attacker's share
+CONNECTIONS_WAIT_S = 2.0  # for each connection's refusal, if it is refused
+
+
+async def _first_bytes(reader: asyncio.StreamReader) -> bytes | None:
+    """What the server says on a connection that sends nothing: a refusal at once, or nothing (None) if held."""
+    try:
+        return await asyncio.wait_for(reader.read(64), CONNECTIONS_WAIT_S)
+    except asyncio.TimeoutError:
+        return None
+
+
+async def http_connections(target: Target) -> Finding:
+    """Idle HTTP connections from one address, past its share of --max-http-connections; meanwhile another address
+    asks for /health and a transcription."""
+    share = share_of(DEFAULTS.http.max_http_connections)
+    opened: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
+    try:
+        for _ in range(share + CONNECTIONS_EXTRA):
+            opened.append(await asyncio.open_connection(HOST, target.http_port, local_addr=(ATTACKER, 0)))
+        said = await asyncio.gather(*(_first_bytes(reader) for reader, _ in opened))
+        transport = httpx.AsyncHTTPTransport(local_address=HOME_ASSISTANT)
+        upload = {"file": ("speech.wav", wav_bytes(Pcm(real_clip().pcm.audio, RATE, WIDTH, 1)), "audio/wav")}
+        async with httpx.AsyncClient(base_url=target.http_url, transport=transport, timeout=ANSWER_S) as http:
+            answers = [
+                await timed("/health from 127.0.0.2", http.get("/health")),
+                await timed(
+                    "transcription from 127.0.0.2",
+                    http.post("/v1/audio/transcriptions", files=upload, data={"model": "whisper-1"}),
+                ),
+            ]
+    finally:
+        for _, writer in opened:
+            writer.close()
+    held = sum(first is None for first in said)
+    refused = sum(bool(first) and first.startswith(b"HTTP/1.1 503") for first in said)
+    outcome = f"{held} of {len(said)} held, {refused} refused 503; " + ", ".join(
+        f"{answer.label}: {answer.status}" for answer in answers
+    )
+    expected = held == share and refused == CONNECTIONS_EXTRA and all(answer.status == 200 for answer in answers)
+    return Finding(outcome, expected, answers)
+
+
 # -- running them -------------------------------------------------------------------------
 
 
@@ -1103,15 +1837,30 @@ class Attack:
 
 ATTACKS = (
     Attack("flac", flac),
+    Attack("demuxers", demuxers),
     Attack("speech-text", speech_text),
     Attack("wyoming-digits", wyoming_digits),
     Attack("rtc-offers", rtc_offers),
+    Attack("rtc-fragments", rtc_fragments),
+    Attack("rtc-no-acks", rtc_no_acks),
+    Attack("rtc-shares", rtc_shares),
     Attack("willow-streams", willow_streams),
     Attack("wyoming-uploads", wyoming_uploads),
     Attack("prompts", prompts),
     Attack("slots", slots),
+    Attack("wake-slots", wake_slots),
+    Attack("spread-slots", spread_slots),
+    Attack("trickle", trickle, start_trickle_server),
+    Attack("pipelined-pings", pipelined_pings),
+    Attack("wake-spellings", wake_spellings),
     Attack("slow-readers", slow_readers),
     Attack("small", small, start_keyed),
+    Attack("charsets", charsets),
+    Attack("big-bodies", big_bodies),
+    Attack("echoes", echoes),
+    Attack("clones", clones, start_cloner),
+    Attack("rebinding", rebinding),
+    Attack("http-connections", http_connections),
 )
 
 

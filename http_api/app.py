@@ -21,6 +21,8 @@ from wyoming_wis.config import HttpSettings
 from wyoming_wis.core import Core
 
 from . import (
+    bodies,
+    connections,
     cors,
     docs,
     limits,
@@ -29,6 +31,7 @@ from . import (
     openai_transcriptions,
     openapi,
     operations,
+    origin,
     pages,
     security,
     wake,
@@ -60,8 +63,13 @@ def make_app(
     app[LOADED] = Loaded(core)
     app[CODEC_THREADS] = ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="http-codec")
     operations.count_requests(app)  # the outermost middleware, whatever others are added later
+    # inside openai_errors, before anything reads the body or asks for a key: a web page's requests by a name that
+    # is not this server's, or from another origin, are refused
+    origin.setup(app, settings)
+    connections.setup(app, settings)
     # inside openai_errors: a stalled body is a 408, a long wait a 429, in the envelope
     limits.setup(app, settings, send_timeout)
+    bodies.setup(app)  # a request's temporary files are closed when it ends
     openapi.setup(app, max_text_chars)
     app.add_routes(openai_transcriptions.routes)
     app.add_routes(openai_speech.routes)
@@ -74,6 +82,7 @@ def make_app(
     app.add_routes(pages.routes)
     cors.setup(app, settings.cors_origin)  # before authentication: a browser's preflight carries no key
     security.setup(app, settings)
+    app[willow.KEEPS_RECORDING] = app[security.CREDENTIALS].required  # what a household said is kept behind a key
     app.on_cleanup.append(_stop_threads)
     return app
 
@@ -109,7 +118,7 @@ async def start(app: web.Application, host: str, port: int) -> web.AppRunner:
     """Serve `app` until the returned runner is cleaned up."""
     logging.getLogger("aiohttp.server").addFilter(_CLIENT_FAULTS)
     # On SIGTERM, requests in progress (a speech stream) get SHUTDOWN_SECONDS to finish.
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=SHUTDOWN_SECONDS, **limits.server_options(app))
+    runner = connections.Runner(app, access_log=None, shutdown_timeout=SHUTDOWN_SECONDS, **limits.server_options(app))
     await runner.setup()
     tls = app.get(security.SSL_CONTEXT)
     await web.TCPSite(runner, host, port, ssl_context=tls).start()

@@ -12,6 +12,8 @@ import hashlib
 from aiohttp import web
 from swagger_ui_bundle import swagger_ui_path
 
+from wyoming_wis.values import quote
+
 from . import openapi, pages
 from .errors import ApiError
 
@@ -72,5 +74,5 @@ async def page(_: web.Request) -> web.Response:
 async def asset(request: web.Request) -> web.FileResponse:
     name = request.match_info["asset"]
     if name not in ASSETS:
-        raise ApiError(404, f"No documentation file {name!r}", None, "not_found")
+        raise ApiError(404, f"No documentation file {quote(name)}", None, "not_found")
     return web.FileResponse(swagger_ui_path / name, headers={"Cache-Control": f"public, max-age={ASSET_MAX_AGE}"})

@@ -15,6 +15,7 @@ from aiohttp.typedefs import LooseHeaders
 from multidict import CIMultiDict
 
 from wyoming_wis.errors import Busy, WisError
+from wyoming_wis.values import quote
 
 _LOGGER = logging.getLogger(__name__)
 RETRY_AFTER_SECONDS = 1
@@ -34,6 +35,7 @@ _STATUS = {
     "text-too-long": 400,
     "empty-text": 400,
     "busy": 429,
+    "cannot-store": 507,  # Insufficient Storage: a full or read-only data dir, or the cloned voices' quota (RFC 4331)
     "timeout": 408,
 }
 _PARAM = {
@@ -105,7 +107,7 @@ async def openai_errors(
     except WisError as err:
         return answer(request, ApiError.from_wis(err))
     except ConnectionResetError:  # the client left mid-request (a device that lost Wi-Fi): nobody to answer
-        _LOGGER.debug("The client left during %s %s", request.method, request.path)
+        _LOGGER.debug("The client left during %s", described(request))
         return ApiError(CLIENT_GONE, "The client closed the connection", None, "client_gone").response()
     except web.HTTPException as err:
         if err.status < 400:
@@ -113,12 +115,18 @@ async def openai_errors(
         param, code = "file" if err.status == 413 else None, err.reason.lower().replace(" ", "_")
         return answer(request, ApiError(err.status, err.text or err.reason, param, code))
     except Exception:
-        _LOGGER.exception("Unexpected error in %s %s", request.method, request.path)
+        _LOGGER.exception("Unexpected error in %s", described(request))
         return ApiError(500, "Internal error; see the server log", None, "internal_error").response()
 
 
 def answer(request: web.Request, err: ApiError) -> web.Response:
     """The error's response; one the client caused is logged as a warning with its address."""
     if err.status < 500:
-        _LOGGER.warning("%s %s from %s: %s %s", request.method, request.path, request.remote, err.status, err.message)
+        _LOGGER.warning("%s from %s: %s %s", described(request), request.remote, err.status, err.message)
     return err.response()
+
+
+def described(request: web.Request) -> str:
+    """The request as a log line names it: its method and its path as sent (percent escapes kept: a `%0a` cannot
+    start a line of its own), quoted and cut short."""
+    return f"{request.method} {quote(request.rel_url.raw_path)}"

@@ -7,16 +7,17 @@ from collections.abc import Collection
 from typing import Any
 
 from aiohttp import web
-from aiohttp.http_exceptions import HttpProcessingError
 from multidict import MultiDictProxy
 
-from wyoming_wis.values import parse_bool
+from wyoming_wis.values import parse_bool, quote
 
+from . import bodies
 from .errors import ApiError, bad_field
 
 # A JSON request is a few fields and at most a few thousand characters of text (`\uXXXX` escapes take six
 # bytes each): a body past this is refused while it arrives, before it is held or parsed on the event loop.
 MAX_JSON_BYTES = 64 * 1024
+JSON_LIMIT = bodies.Limit(MAX_JSON_BYTES, "A JSON body")
 
 
 def text(value: object, param: str, default: str | None = None) -> str | None:
@@ -30,7 +31,7 @@ def text(value: object, param: str, default: str | None = None) -> str | None:
 def choice(value: object, param: str, allowed: Collection[str], default: str) -> str:
     chosen = text(value, param, default) or default
     if chosen not in allowed:
-        raise bad_field(param, f"'{param}' must be one of {', '.join(allowed)}; got {chosen!r}")
+        raise bad_field(param, f"'{param}' must be one of {', '.join(allowed)}; got {quote(chosen)}")
     return chosen
 
 
@@ -43,7 +44,7 @@ def number(value: object, param: str, low: float, high: float) -> float | None:
             raise ValueError
         result = float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
-        raise bad_field(param, f"'{param}' must be a number; got {value!r}") from None
+        raise bad_field(param, f"'{param}' must be a number; got {quote(value)}") from None
     if not low <= result <= high:
         raise bad_field(param, f"'{param}' must be between {low:g} and {high:g}; got {result:g}")
     return result
@@ -53,7 +54,7 @@ def integer(value: object, param: str, low: int, high: int) -> int | None:
     """A whole number in [low, high]."""
     result = number(value, param, low, high)
     if result is not None and not result.is_integer():
-        raise bad_field(param, f"'{param}' must be a whole number; got {value!r}")
+        raise bad_field(param, f"'{param}' must be a whole number; got {quote(value)}")
     return None if result is None else int(result)
 
 
@@ -67,21 +68,17 @@ def boolean(value: object, param: str, default: bool) -> bool:
             return parse_bool(value)
         except ValueError:
             pass
-    raise bad_field(param, f"'{param}' must be true or false; got {value!r}")
+    raise bad_field(param, f"'{param}' must be true or false; got {quote(value)}")
 
 
-async def read_form(request: web.Request) -> MultiDictProxy[str | bytes | web.FileField]:
-    """A multipart/form-data body; 415 for another content type, 400 for a broken one."""
+async def read_form(request: web.Request, limit: bodies.Limit | None = None) -> MultiDictProxy[str | web.FileField]:
+    """A multipart/form-data body of at most `limit` (by default --max-upload-mb); 415 for another content type,
+    413 for a larger body, 400 for a broken one (bodies.read_form)."""
     if request.content_type != "multipart/form-data":
-        raise ApiError(
-            415, f"Send multipart/form-data (got {request.content_type or 'no content type'})", None, "bad_content_type"
-        )
-    try:
-        return await request.post()
-    except ValueError as err:
-        raise ApiError(400, f"Malformed multipart body: {err}", None, "bad_multipart") from err
-    except HttpProcessingError as err:  # e.g. a part's header line is broken
-        raise ApiError(400, f"Malformed multipart body: {err.message}", None, "bad_multipart") from err
+        got = quote(request.content_type) if request.content_type else "no content type"
+        raise ApiError(415, f"Send multipart/form-data (got {got})", None, "bad_content_type")
+    uploads = bodies.Limit(request.client_max_size, "An upload (--max-upload-mb)", "file")
+    return await bodies.read_form(request, limit or uploads)
 
 
 async def read_json(request: web.Request) -> dict[str, Any]:
@@ -89,13 +86,7 @@ async def read_json(request: web.Request) -> dict[str, Any]:
 
     Nesting too deep for the parser (`[[[[...`) is a RecursionError, not a ValueError: a 400 too.
     """
-    if (request.content_length or 0) > MAX_JSON_BYTES:
-        raise _too_large()
-    body = bytearray()
-    async for chunk in request.content.iter_any():
-        body += chunk
-        if len(body) > MAX_JSON_BYTES:
-            raise _too_large()
+    body = await bodies.read(request, JSON_LIMIT)
     try:
         value = json.loads(body)
     except (ValueError, RecursionError) as err:  # UnicodeDecodeError is a ValueError
@@ -104,7 +95,3 @@ async def read_json(request: web.Request) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ApiError(400, "The body must be a JSON object", None, "bad_json")
     return value
-
-
-def _too_large() -> ApiError:
-    return ApiError(413, f"A JSON body may be at most {MAX_JSON_BYTES} bytes", None, "request_entity_too_large")

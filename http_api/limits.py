@@ -37,7 +37,7 @@ from wyoming_wis.errors import Timeout
 from wyoming_wis.memory import cap_send_buffer
 from wyoming_wis.scheduler import patience
 
-from .errors import ApiError, answer
+from .errors import ApiError, answer, described
 
 _LOGGER = logging.getLogger(__name__)
 READ_TIMEOUT = web.AppKey("read_timeout", float)
@@ -133,5 +133,5 @@ async def send(request: web.Request, response: web.StreamResponse, data: bytes |
         if request.transport is not None:
             request.transport.abort()  # close() would wait to flush what the client does not read
         message = f"The client took nothing of the answer for {seconds:g} s (--send-timeout); connection dropped"
-        _LOGGER.warning("%s %s from %s: %s", request.method, request.path, request.remote, message)
+        _LOGGER.warning("%s from %s: %s", described(request), request.remote, message)
         raise ClientStalled(message) from None

@@ -8,6 +8,7 @@ from aiohttp import web
 
 from wyoming_wis.core import Core
 from wyoming_wis.served import WHISPER, XTTS
+from wyoming_wis.values import quote
 
 from .errors import ApiError
 from .openai_speech import OPENAI_TTS_MODELS
@@ -37,7 +38,7 @@ async def models(request: web.Request) -> web.Response:
 async def model(request: web.Request) -> web.Response:
     model_id = request.match_info["model_id"]
     if model_id not in _model_ids(core_of(request)):
-        raise ApiError(404, f"The model {model_id!r} does not exist", "model", "model_not_found")
+        raise ApiError(404, f"The model {quote(model_id)} does not exist", "model", "model_not_found")
     return web.json_response(_model(model_id))
 
 

@@ -21,10 +21,10 @@ from wyoming_wis import metrics
 from wyoming_wis.audio import ENCODINGS, Encoder
 from wyoming_wis.core import Piece, SpeechStream
 from wyoming_wis.errors import BadAudio
-from wyoming_wis.requests import SpeechRequest
-from wyoming_wis.values import MAX_SPEED, MIN_SPEED
+from wyoming_wis.requests import MAX_REFERENCE_BYTES, SpeechRequest
+from wyoming_wis.values import MAX_SPEED, MIN_SPEED, quote
 
-from . import fields, limits
+from . import bodies, fields, limits
 from .errors import ApiError, bad_field
 from .operations import started
 from .sse import EventStream
@@ -41,6 +41,9 @@ DEFAULT_STREAM_FORMAT = "audio"
 
 
 REFERENCE_FIELDS = ("reference_audio", "speaker_wav")  # speaker_wav: what XTTS API servers' clients send
+# A multipart request is a reference recording and a few fields (`input` the longest, at most 16 KiB of UTF-8):
+# a larger body is refused before it is read, not held until the recording is found too large.
+MAX_FORM_BYTES = MAX_REFERENCE_BYTES + 64 * 1024
 
 
 @routes.post("/v1/audio/speech")
@@ -49,7 +52,10 @@ async def speech(request: web.Request) -> web.StreamResponse:
     recording, to speak in a voice cloned from it for this request only (XTTS)."""
     reference = None
     if request.content_type == "multipart/form-data":
-        body: Mapping[str, Any] = await fields.read_form(request)
+        limit = bodies.Limit(
+            min(MAX_FORM_BYTES, request.client_max_size), "Speech with a reference recording", "reference_audio"
+        )
+        body: Mapping[str, Any] = await fields.read_form(request, limit)
         reference = await _reference(request, body)
     else:
         body = await fields.read_json(request)
@@ -70,7 +76,7 @@ async def speech(request: web.Request) -> web.StreamResponse:
     if model and model not in OPENAI_TTS_MODELS and not core.served().names_voice(model):
         raise ApiError(
             404,
-            f"Unknown speech model {model!r} (use {', '.join(OPENAI_TTS_MODELS)} or a voice)",
+            f"Unknown speech model {quote(model)} (use {', '.join(OPENAI_TTS_MODELS)} or a voice)",
             "model",
             "model_not_found",
         )

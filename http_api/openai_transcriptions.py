@@ -1,27 +1,26 @@
 """POST /v1/audio/transcriptions and /v1/audio/translations, as OpenAI's audio API defines them.
 
-The uploaded file is decoded (any format PyAV reads) in a codec thread and fed to
+The uploaded file is decoded (uploads.py: any of audio.UPLOAD_FORMATS) in a codec thread and fed to
 an ASR session, like any other audio arriving; everything a client can get wrong
 is refused before decoding starts, and before the first byte of a streamed answer.
 """
 
 from __future__ import annotations
 
-import io
 import time
 from typing import Any, BinaryIO
 
-import numpy as np
 from aiohttp import web
 
-from wyoming_wis.audio import WHISPER_RATE, decode_file
+from wyoming_wis.audio import WHISPER_RATE
 from wyoming_wis.core import AsrSession
 from wyoming_wis.requests import AsrRequest
 
 from . import fields, transcript_formats
 from .errors import ApiError, bad_field
 from .sse import EventStream
-from .state import core_of, in_thread
+from .state import core_of
+from .uploads import decode_upload
 
 routes = web.RouteTableDef()
 
@@ -87,21 +86,9 @@ async def _transcribe(request: web.Request, task: str) -> web.StreamResponse:
 
 
 async def feed_file(request: web.Request, session: AsrSession, file: BinaryIO, param: str = "file") -> None:
-    """Decode the upload in a codec thread and give the session all of it.
-
-    The upload's bytes and its decoded samples are counted in the session's share of the memory budget before
-    they are read or made.
-    """
-    max_seconds = session.max_seconds
-
-    def decode() -> np.ndarray:
-        size = file.seek(0, io.SEEK_END)
-        file.seek(0)
-        session.hold.set(size)
-        data = file.read()
-        return decode_file(data, WHISPER_RATE, max_seconds, param, reserve=lambda made: session.hold.set(size + made))
-
-    samples = await in_thread(request, decode)
+    """Decode the upload in a codec thread, counted in the session's share of the memory budget, and give the
+    session all of it."""
+    samples = await decode_upload(request, file, session.max_seconds, session.hold.set, param)
     if len(samples) < MIN_SECONDS * WHISPER_RATE:
         raise ApiError(
             400, f"Audio file is too short. Minimum audio length is {MIN_SECONDS} seconds.", param, "audio_too_short"

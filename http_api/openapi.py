@@ -17,13 +17,13 @@ from typing import Any
 from aiohttp import web
 
 from wyoming_wis import __version__
-from wyoming_wis.audio import CHANNEL_COUNTS, ENCODINGS, MAX_RATE, MIN_RATE
+from wyoming_wis.audio import CHANNEL_COUNTS, ENCODINGS, MAX_RATE, MIN_RATE, UPLOAD_FORMATS
 from wyoming_wis.core import MAX_PROMPT_CHARS, SAYABLE, VOICE_NAME, WHISPER_LANGUAGES
 from wyoming_wis.requests import MAX_BEAM_SIZE, SENSITIVITIES, SpeechRequest
 from wyoming_wis.served import MICRO_WAKE, OPEN_WAKE
 from wyoming_wis.values import MAX_SPEED, MIN_SPEED
 
-from . import openai_speech, openai_transcriptions, transcript_formats, willow
+from . import openai_speech, openai_transcriptions, origin, transcript_formats, willow
 from .fields import MAX_JSON_BYTES
 from .security import CREDENTIALS, OPEN_RESOURCES, Credentials
 
@@ -105,7 +105,8 @@ def _files(tag: str, summary: str) -> dict[str, Any]:
 STRING = {"type": "string"}
 BOOLEAN = {"type": "boolean"}
 BINARY = {"type": "string", "format": "binary"}
-AUDIO = "audio/*"  # an uploaded recording's part, in any format FFmpeg reads
+AUDIO = "audio/*"  # an uploaded recording's part, in one of UPLOAD_FORMATS
+FORMATS = ", ".join(UPLOAD_FORMATS.values())  # what an uploaded recording may be
 BEAM_SIZE = {"type": "integer", "minimum": 1, "maximum": MAX_BEAM_SIZE}
 VAD_SENSITIVITY = {"type": "string", "enum": list(SENSITIVITIES), "default": SENSITIVITIES[0]}
 VOICE_NAME_STRING = {"type": "string", "pattern": VOICE_NAME.pattern}
@@ -128,8 +129,19 @@ X_CACHE = {
 ERROR_RESPONSES: dict[int, tuple[str, str, dict[str, Any]]] = {
     400: ("BadRequest", "A field is wrong; `param` names it", {}),
     401: ("Unauthorized", "No valid credentials (API key or HTTP Basic); see WWW-Authenticate", {}),
+    403: (
+        "Forbidden",
+        "A browser's request by a name that is not this server's (--allowed-host), or a page of another origin "
+        "posting (--cors-origin); for /audio/willow.wav, a server that keeps no recording (it has no credentials)",
+        {},
+    ),
     404: ("NotFound", "Unknown model, voice, speaker or path", {}),
-    413: ("PayloadTooLarge", f"The upload is over --max-upload-mb, or a JSON body over {MAX_JSON_BYTES} bytes", {}),
+    413: (
+        "PayloadTooLarge",
+        "The body is over its route's limit, which the message states: --max-upload-mb for an upload; less for "
+        f"speech with a reference recording, a JSON body ({MAX_JSON_BYTES} bytes) or a WebRTC offer",
+        {},
+    ),
     415: ("UnsupportedMediaType", "The audio cannot be decoded, or the body is not multipart/form-data", {}),
     429: ("TooManyRequests", "The model's queue is full; try again after Retry-After", RETRY_AFTER),
     503: ("Loading", "The models are still loading; try again after Retry-After", RETRY_AFTER),
@@ -160,7 +172,7 @@ SCHEMAS: dict[str, Any] = {
         "properties": {
             "file": {
                 **BINARY,
-                "description": "Audio in any format FFmpeg reads (wav, flac, mp3, ogg, m4a, webm, ...), "
+                "description": f"Audio in one of these formats: {FORMATS}; "
                 f"at least {openai_transcriptions.MIN_SECONDS:g} s",
             },
             "model": {
@@ -279,7 +291,7 @@ SCHEMAS: dict[str, Any] = {
                 "properties": {
                     "reference_audio": {
                         **BINARY,
-                        "description": "3-30 s of one person speaking (any format): XTTS speaks in that voice, "
+                        "description": f"3-30 s of one person speaking ({FORMATS}): XTTS speaks in that voice, "
                         "for this request only; also accepted as speaker_wav",
                     }
                 },
@@ -290,13 +302,13 @@ SCHEMAS: dict[str, Any] = {
         "type": "object",
         "required": ["audio_file"],
         "additionalProperties": False,
-        "properties": {"audio_file": {**BINARY, "description": "The recording, in any format"}},
+        "properties": {"audio_file": {**BINARY, "description": f"The recording: {FORMATS}"}},
     },
     "WakeRecording": {
         "type": "object",
         "required": ["file"],
         "additionalProperties": False,
-        "properties": {"file": {**BINARY, "description": "The recording, in any format"}},
+        "properties": {"file": {**BINARY, "description": f"The recording: {FORMATS}"}},
     },
     "WakeWords": {
         "type": "object",
@@ -577,7 +589,12 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
         "description": "Chunked transfer encoding; each chunk is transcribed as it arrives.",
         "parameters": [
             *_WILLOW_QUERY,
-            _query("save_audio", "Keep the recording as heard, at /audio/willow.wav", BOOLEAN),
+            _query(
+                "save_audio",
+                "Keep the recording as heard, at /audio/willow.wav, if the server has credentials (without, it keeps "
+                "none)",
+                BOOLEAN,
+            ),
             *_DEVICE_AUDIO,
         ],
         "requestBody": {"required": True, "content": {"application/octet-stream": {"schema": BINARY}}},
@@ -618,7 +635,7 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
     ("post", "/api/wake"): {
         "tags": ["Wake words"],
         "summary": "The wake words heard in a recording, or in audio streamed as it is recorded",
-        "description": "A file (multipart, field file, any format), or a body of raw audio described by x-audio-* "
+        "description": f"A file (multipart, field file: {FORMATS}), or a body of raw audio described by x-audio-* "
         "headers, as /api/willow takes it (chunked transfer encoding: heard as it arrives). Each wake word is heard "
         "again once --wake-refractory-seconds of audio have passed. 404 for a wake word that is not offered.",
         "parameters": [
@@ -664,7 +681,7 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
         "requestBody": {"required": True, "content": {JSON: {"schema": _schema("Offer")}}},
         "responses": {
             "200": _json(_schema("Answer"), "The answer, with the server's candidates"),
-            **_errors(400, 404, 429, 503),
+            **_errors(400, 404, 413, 429, 503),
         },
     },
     ("get", "/api/openapi.json"): {
@@ -726,6 +743,8 @@ def document(app: web.Application) -> dict[str, Any]:
     paths: dict[str, dict[str, Any]] = {}
     for method, path in sorted(registered(app) & OPERATIONS.keys()):
         operation = dict(OPERATIONS[method, path])
+        if path not in origin.OPEN_RESOURCES:  # a browser's request may be refused on any other route
+            operation["responses"] = {**operation["responses"], **_errors(403)}
         if security:
             if path in OPEN_RESOURCES:
                 operation["security"] = []

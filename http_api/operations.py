@@ -14,7 +14,7 @@ from wyoming_wis.served import ASR, TTS, Entry
 from .state import core_of
 
 routes = web.RouteTableDef()
-REQUEST = "wis_metrics_request"  # the request's metrics.Request, under this key of the aiohttp request
+REQUEST = web.RequestKey("wis_metrics_request", metrics.Request)  # the request's count in the metrics
 CLIENT_LEFT = "499"  # the client left before the answer began (nginx's code for it)
 
 

@@ -24,6 +24,8 @@ from pathlib import Path
 
 from aiohttp import web
 
+from wyoming_wis.values import quote
+
 from .errors import ApiError
 
 routes = web.RouteTableDef()
@@ -117,5 +119,5 @@ async def rtc(request: web.Request) -> web.Response:
 async def asset(request: web.Request) -> web.FileResponse:
     name = request.match_info["asset"]
     if name not in ASSETS:
-        raise ApiError(404, f"No page file {name!r}", None, "not_found")
+        raise ApiError(404, f"No page file {quote(name)}", None, "not_found")
     return _file(name)

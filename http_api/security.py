@@ -82,8 +82,12 @@ class Credentials:
 
 
 def _same(given: str, expected: str) -> bool:
-    """Compare in constant time, so the answer's timing tells nothing about the secret."""
-    return hmac.compare_digest(given.encode(), expected.encode())
+    """Compare in constant time, so the answer's timing tells nothing about the secret.
+
+    A header's bytes that are not UTF-8 arrive as surrogate escapes (`\\xff` as `\\udcff`), which strict UTF-8 cannot
+    encode: "surrogatepass" encodes them to bytes no configured secret holds, so such a value is a wrong one (401).
+    """
+    return hmac.compare_digest(given.encode("utf-8", "surrogatepass"), expected.encode())
 
 
 def credentials(settings: HttpSettings) -> Credentials:

@@ -1,10 +1,10 @@
 """POST /api/wake: the wake words heard in a recording, or in audio streamed as a Willow device streams it;
 GET /api/wake: the wake words offered.
 
-A file (multipart `file`, any format PyAV reads) is decoded in a codec thread; a body of raw PCM, WAV or AMR-WB
-described by `x-audio-*` headers (as /api/willow takes it) is heard as it arrives, so a long chunked stream is
-answered a moment after its last chunk. Either way the answer lists every detection with its time in the audio,
-as the Wyoming `detection` event gives it; a recording may last --max-audio-seconds.
+A file (multipart `file`, in one of audio.UPLOAD_FORMATS) is decoded in a codec thread (uploads.py); a body of raw
+PCM, WAV or AMR-WB described by `x-audio-*` headers (as /api/willow takes it) is heard as it arrives, so a long
+chunked stream is answered a moment after its last chunk. Either way the answer lists every detection with its time
+in the audio, as the Wyoming `detection` event gives it; a recording may last --max-audio-seconds.
 """
 
 from __future__ import annotations
@@ -12,14 +12,15 @@ from __future__ import annotations
 import numpy as np
 from aiohttp import web
 
-from wyoming_wis.audio import NATIVE, WHISPER_RATE, decode_file, s16
+from wyoming_wis.audio import NATIVE, s16
 from wyoming_wis.core import Heard, WakeStream
 from wyoming_wis.requests import WakeRequest
 from wyoming_wis.served import WAKE
 
 from . import fields
 from .errors import bad_field
-from .state import core_of, in_thread
+from .state import core_of
+from .uploads import decode_upload
 from .willow import device_format, read_device_audio
 
 routes = web.RouteTableDef()
@@ -89,18 +90,9 @@ async def wake(request: web.Request) -> web.Response:
 
 
 async def _feed_file(request: web.Request, stream: WakeStream, upload: web.FileField) -> None:
-    """Decode the upload to 16-bit samples in a codec thread (counted in the stream's budget before it is read or
-    made), then feed it a piece at a time."""
-
-    def decode() -> bytes:
-        file = upload.file
-        size = file.seek(0, 2)
-        file.seek(0)
-        stream.reserve(size)
-        data = file.read()
-        made = decode_file(data, WHISPER_RATE, stream.max_seconds, "file", "s16", lambda n: stream.reserve(size + n))
-        return made.tobytes()
-
-    pcm = await in_thread(request, decode)
-    for start in range(0, len(pcm), PIECE_BYTES):
-        await stream.feed(pcm[start : start + PIECE_BYTES], NATIVE)
+    """Decode the upload to 16-bit samples in a codec thread, counted in the stream's share of the memory budget,
+    then feed it a piece at a time (each piece copied as it is fed, not the whole file at once)."""
+    samples = await decode_upload(request, upload.file, stream.max_seconds, stream.reserve, "file", "s16")
+    step = PIECE_BYTES // samples.itemsize
+    for start in range(0, len(samples), step):
+        await stream.feed(samples[start : start + step].tobytes(), NATIVE)

@@ -6,7 +6,9 @@ arrives, so when the last one comes only the tail is left to decode (the device
 gives up after 10 s). The format is in `x-audio-*` headers: `pcm`; `wav`, PCM
 after a RIFF header, which is skipped; or `amrwb`, decoded frame by frame in a
 codec thread. `save_audio=true` keeps the last recording, as the server heard it,
-at `/audio/willow.wav`.
+at `/audio/willow.wav`, on a server with credentials only: what a household said is
+no file for anyone on the network to fetch. Elsewhere the device is answered as
+usual, and nothing is kept.
 
 The device plays `GET /api/tts?text=...` as it arrives, so the answer is a WAV
 streamed as it is made. Parameters that older firmware sends and this server has
@@ -17,6 +19,8 @@ voice from `audio_file` (XTTS), as WIS's XTTS container does.
 
 from __future__ import annotations
 
+import functools
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -29,6 +33,7 @@ from wyoming_wis.core import AsrSession, Transcript
 from wyoming_wis.errors import UnsupportedAudioFormat
 from wyoming_wis.requests import MAX_BEAM_SIZE, AsrRequest, SpeechRequest
 from wyoming_wis.scheduler import patience
+from wyoming_wis.values import quote
 
 from . import fields
 from .errors import ApiError, bad_field
@@ -37,6 +42,7 @@ from .openai_speech import MAX_INPUT, send_speech
 from .openai_transcriptions import feed_file
 from .state import core_of, in_thread
 
+_LOGGER = logging.getLogger(__name__)
 routes = web.RouteTableDef()
 
 
@@ -72,6 +78,11 @@ SAMPLE_BITS = tuple(8 * width for width in SAMPLE_WIDTHS)
 WAV_HEADER_MAX = 4096  # bytes of RIFF chunks before "data" that are accepted
 SAVED_AUDIO = "audio/willow.wav"  # in the data dir: the last recording asked to be kept, as WIS keeps it
 RECORDING = web.AppKey("willow_recording", Path)  # where that is: SAVED_AUDIO in the first --data-dir
+KEEPS_RECORDING = web.AppKey("willow_keeps_recording", bool)  # whether it is kept: where the API needs credentials
+NOT_KEPT = (
+    "This server keeps no recording: save_audio=true keeps one only where the API needs credentials (--api-key, "
+    "or --api-user and --api-password), so that what was said is no file for anyone on the network to fetch"
+)
 
 
 @routes.post("/api/willow")
@@ -89,7 +100,10 @@ async def willow(request: web.Request) -> web.Response:
         with patience(request.app[PATIENCE]["willow"]):  # the device waits from the end of its audio
             transcript = await session.finish(received)
     if fields.boolean(request.query.get("save_audio"), "save_audio", False):
-        await _save(request, session)
+        if request.app[KEEPS_RECORDING]:
+            await _save(request, session)
+        else:
+            _not_kept()  # the device is answered as usual: it has no use for the recording
     return _answer(request, transcript, started, received)
 
 
@@ -97,6 +111,8 @@ async def willow(request: web.Request) -> web.Response:
 async def saved_audio(request: web.Request) -> web.FileResponse:
     """The last recording sent with `save_audio=true`, as 16 kHz WAV: what the server heard."""
     core_of(request)  # 503 while the models load, as on every route of the API
+    if not request.app[KEEPS_RECORDING]:
+        raise ApiError(403, NOT_KEPT, None, "recording_not_kept")
     path = request.app[RECORDING]
     if not path.is_file():
         raise ApiError(404, "No audio saved yet: send POST /api/willow?save_audio=true first", None, "not_found")
@@ -105,7 +121,7 @@ async def saved_audio(request: web.Request) -> web.FileResponse:
 
 @routes.post("/api/asr")
 async def asr(request: web.Request) -> web.Response:
-    """A whole recording (multipart `audio_file`, any format PyAV reads): the same answer as /api/willow."""
+    """A whole recording (multipart `audio_file`, in one of audio.UPLOAD_FORMATS): the same answer as /api/willow."""
     started = time.perf_counter()
     form = await fields.read_form(request)
     uploaded = time.perf_counter()  # the end of the client's audio
@@ -161,8 +177,12 @@ async def read_device_audio(
 
 async def _save(request: web.Request, session: AsrSession) -> None:
     path = request.app[RECORDING]
-    path.parent.mkdir(parents=True, exist_ok=True)
     await in_thread(request, write_wav, path, session.audio())
+
+
+@functools.cache  # once: a device with save_audio=true in its URL sends it with every command
+def _not_kept() -> None:
+    _LOGGER.warning("save_audio=true ignored. %s", NOT_KEPT)
 
 
 def _session(request: web.Request) -> AsrSession:
@@ -198,13 +218,13 @@ def device_format(request: web.Request) -> tuple[AudioFormat, str]:
     headers = request.headers
     codec = headers.get("x-audio-codec", DEFAULT_CODEC).lower()
     if codec not in CODECS:
-        raise bad_field("x-audio-codec", f"x-audio-codec must be one of {', '.join(CODECS)}; got {codec!r}")
+        raise bad_field("x-audio-codec", f"x-audio-codec must be one of {', '.join(CODECS)}; got {quote(codec)}")
     values = []
     for header, default in FORMAT_HEADERS.items():
         try:
             values.append(int(headers.get(header, default)))
         except ValueError:
-            raise bad_field(header, f"{header} must be a whole number; got {headers[header]!r}") from None
+            raise bad_field(header, f"{header} must be a whole number; got {quote(headers[header])}") from None
     rate, bits, channels = values
     if bits % 8:
         allowed = f"{', '.join(map(str, SAMPLE_BITS[:-1]))} or {SAMPLE_BITS[-1]}"

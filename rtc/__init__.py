@@ -2,8 +2,9 @@
 
 `signalling` answers the browser's offer at `POST /api/rtc/asr`; `peer` is one
 connection (track, data channel, utterances, its end); `messages` the data
-channel's JSON; `track` the audio into an ASR session; `ice` the port range,
-STUN/TURN servers and the address the answer names.
+channel's JSON; `sctp` what the data channel may hold for a peer; `track` the
+audio into an ASR session; `ice` the port range, STUN/TURN servers and the
+address the answer names.
 
 The composition root (wyoming_wis/serve.py) mounts it on the HTTP API's application, so the
 API's key, CORS and TLS apply to the signalling too. Imports run one way: rtc uses

@@ -49,6 +49,7 @@ from aiortc.sdp import candidate_from_sdp
 
 from wyoming_wis.config import PortRange, RtcSettings
 from wyoming_wis.errors import StartupError
+from wyoming_wis.values import quote
 
 _LOGGER = logging.getLogger(__name__)
 _PORTS: contextvars.ContextVar[PortRange | None] = contextvars.ContextVar("wis_rtc_ports", default=None)
@@ -176,7 +177,9 @@ def _admit_section(lines: list[str], allowed: Reachable) -> list[str]:
         if line.startswith(_CANDIDATE_LINE):
             candidate = candidate_from_sdp(line[len(_CANDIDATE_LINE) :])
             if admitted >= MAX_REMOTE_CANDIDATES or not allowed.admits(candidate.ip, candidate.type):
-                _LOGGER.debug("Remote ICE candidate dropped: %s %s:%s", candidate.type, candidate.ip, candidate.port)
+                _LOGGER.debug(
+                    "Remote ICE candidate dropped: %s %s:%s", quote(candidate.type), quote(candidate.ip), candidate.port
+                )
                 continue
             admitted += 1
         kept.append(line)

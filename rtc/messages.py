@@ -21,9 +21,9 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from wyoming_wis.requests import MAX_BEAM_SIZE, SENSITIVITIES, AsrRequest
-from wyoming_wis.values import parse_bool
+from wyoming_wis.values import parse_bool, quote
 
-MAX_MESSAGE = 64 * 1024  # characters; a control message is a few dozen
+MAX_MESSAGE = 64 * 1024  # characters, and the bytes a browser is told it may send (sctp.py); a message is a few dozen
 BAD_MESSAGE = "bad-message"
 NOT_STARTED = "not-started"
 CLIENT_TYPES = ("ping", "start", "stop", "wake", "wake-stop")
@@ -95,7 +95,7 @@ def wake_names(values: Any) -> tuple[str, ...]:
     if isinstance(names, str):
         names = names.split(",")
     if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
-        raise BadMessage(f"names must be a list of wake word names; got {names!r}")
+        raise BadMessage(f"names must be a list of wake word names; got {quote(names)}")
     return tuple(name.strip() for name in names if name.strip())
 
 
@@ -120,7 +120,7 @@ def parse(data: str | bytes) -> Message:
     if not isinstance(decoded, dict) or not isinstance(decoded.get("type"), str):
         raise BadMessage('A message is a JSON object with a "type"')
     if decoded["type"] not in CLIENT_TYPES:
-        raise BadMessage(f"Unknown message type {decoded['type']!r} (known: {', '.join(CLIENT_TYPES)})")
+        raise BadMessage(f"Unknown message type {quote(decoded['type'])} (known: {', '.join(CLIENT_TYPES)})")
     return Message(decoded["type"], decoded.get("obj"))
 
 
@@ -178,7 +178,7 @@ def _text(value: Any, name: str) -> str | None:
     if value is None or value == "":
         return None
     if not isinstance(value, str):
-        raise BadMessage(f"{name} must be a string; got {value!r}")
+        raise BadMessage(f"{name} must be a string; got {quote(value)}")
     return value
 
 
@@ -191,7 +191,7 @@ def _beam_size(value: Any) -> int | None:
     elif isinstance(value, str) and value.strip().isdigit():
         number = int(value)
     if number is None or not 1 <= number <= MAX_BEAM_SIZE:
-        raise BadMessage(f"beam_size must be a whole number from 1 to {MAX_BEAM_SIZE}; got {value!r}")
+        raise BadMessage(f"beam_size must be a whole number from 1 to {MAX_BEAM_SIZE}; got {quote(value)}")
     return number
 
 
@@ -199,7 +199,7 @@ def _sensitivity(value: Any) -> str | None:
     if value is None or value == "":
         return None
     if value not in SENSITIVITIES:
-        raise BadMessage(f"vad_sensitivity must be one of {', '.join(SENSITIVITIES)}; got {value!r}")
+        raise BadMessage(f"vad_sensitivity must be one of {', '.join(SENSITIVITIES)}; got {quote(value)}")
     return str(value)
 
 
@@ -213,4 +213,4 @@ def _flag(value: Any, name: str) -> bool | None:
             return parse_bool(value)
         except ValueError:
             pass
-    raise BadMessage(f"{name} must be true or false; got {value!r}")
+    raise BadMessage(f"{name} must be true or false; got {quote(value)}")

@@ -34,8 +34,10 @@ audio flows again when the browser re-attaches one. A connection ends when
 its state becomes failed or closed (aioice's consent checks fail a vanished
 peer in about 30 s), when no RTP, RTCP or data-channel packet has come from
 the peer for `--rtc-idle-timeout` seconds (an open data channel's heartbeats
-count; this also ends a connection that never got going), or when the server
-stops; everything it holds is freed then. Closing never fails: each step is
+count; this also ends a connection that never got going), when its data
+channel would hold more than it may for the peer (rtc/sctp.py: a message that
+never ends, a peer that acknowledges nothing), or when the server stops;
+everything it holds is freed then. Closing never fails: each step is
 guarded, and the connection's place is given back in any case.
 """
 
@@ -66,8 +68,9 @@ from wyoming_wis.core import AsrSession, Core, Heard, Transcript, WakeStream
 from wyoming_wis.errors import UnknownModel, WisError
 from wyoming_wis.requests import WakeRequest
 from wyoming_wis.scheduler import patience
+from wyoming_wis.values import quote
 
-from . import ice, messages
+from . import ice, messages, sctp
 from .messages import NOT_STARTED, BadMessage, Params
 from .track import Listener
 
@@ -98,7 +101,7 @@ def check_offer(text: str) -> None:
     try:
         description = sdp.SessionDescription.parse(text)
     except Exception as err:  # see the docstring
-        raise BadOffer(f"Not a session description aiortc can read ({str(err) or type(err).__name__})") from None
+        raise BadOffer(f"Not a session description aiortc can read ({aiortc_error(err)})") from None
     media = description.media
     if len(media) > MAX_SECTIONS:
         raise BadOffer(f"The offer has {len(media)} media sections; at most {MAX_SECTIONS} are answered")
@@ -109,11 +112,16 @@ def check_offer(text: str) -> None:
         raise BadOffer("Each media section needs DTLS parameters: a=setup and a=fingerprint")
     for group in description.group:
         if group.semantic == "BUNDLE" and not set(group.items) <= set(mids):
-            raise BadOffer(f"a=group:BUNDLE names a mid no section has: {' '.join(group.items)}")
+            raise BadOffer(f"a=group:BUNDLE names a mid no section has: {quote(' '.join(group.items))}")
     if not any(section.kind == "audio" and section.direction in SENDING for section in media):
         raise BadOffer(NO_AUDIO)
     if not any(section.kind == "application" for section in media):
         raise BadOffer(NO_CHANNEL)
+
+
+def aiortc_error(err: Exception) -> str:
+    """aiortc's error as the client may be told it: its words may hold the offer's text, so they are quoted."""
+    return quote(str(err)) if str(err) else type(err).__name__
 
 
 @dataclasses.dataclass
@@ -180,6 +188,7 @@ class Peer:
             if transceiver is not audio[0]:
                 transceiver.direction = "inactive"  # one microphone is listened to; nothing else may pile up
         _survive_bye(audio[0].receiver)
+        sctp.bound(self.pc.sctp, self._overflowed)
         answer = await self.pc.createAnswer()
         with ice.bound_to(self._limits.ports):
             await self.pc.setLocalDescription(answer)
@@ -252,8 +261,18 @@ class Peer:
         state = self.pc.connectionState
         _LOGGER.debug("WebRTC connection %d: %s", self.id, state)
         self._connected |= state == "connected"
-        if state in CLOSING_STATES and not self.closed:
-            self._spawn(self.close(f"connection {state}"))
+        if state in CLOSING_STATES:
+            self._close_soon(f"connection {state}")
+
+    def _overflowed(self, why: str) -> None:
+        """The data channel holds more than it may for this peer (rtc/sctp.py): the peer goes."""
+        _LOGGER.warning("WebRTC client %s (connection %d): %s", self.remote, self.id, why)
+        self._close_soon("past its data channel's bounds")
+
+    def _close_soon(self, reason: str) -> None:
+        """Close, from a callback that cannot wait for it."""
+        if not self.closed:
+            self._spawn(self.close(reason))
 
     def _on_track(self, track: MediaStreamTrack) -> None:
         if track.kind == "audio" and not self._reading:
@@ -434,7 +453,7 @@ class Peer:
         except UnknownModel:
             _send(
                 utterance.channel,
-                messages.log(f"Model {final.model!r} is not loaded; transcribing with {session.engine.name}"),
+                messages.log(f"Model {quote(final.model)} is not loaded; transcribing with {session.engine.name}"),
             )
             final = dataclasses.replace(final, model=utterance.params.model)
             decoding = self._core.resolve(final.request())

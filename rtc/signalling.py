@@ -5,8 +5,10 @@ with every candidate in it (no trickle ICE). Query parameters `model`,
 `language`, `beam_size`, `detect_language`, `partials`, `hands_free` and
 `vad_sensitivity` are the connection's defaults for its utterances (WIS
 ignored them). Errors come in the HTTP API's envelope: 400 for a bad body,
-offer or parameter, 404 for an unknown model, 429 with Retry-After at
-`--rtc-max-sessions`, 503 while the models load or when `--rtc-ports` has no
+offer or parameter, 413 for a body over MAX_OFFER (refused before it is read
+past that), 404 for an unknown model, 429 with Retry-After at
+`--rtc-max-sessions` or when the client's address (an IPv6 /64: shares.owner)
+holds half of them, 503 while the models load or when `--rtc-ports` has no
 free port.
 
 Everything that can be checked is checked before a connection takes a place;
@@ -25,27 +27,51 @@ from aiohttp import web
 from aiortc import RTCConfiguration, RTCPeerConnection, RTCSessionDescription
 from aiortc.exceptions import InternalError, InvalidAccessError, InvalidStateError, OperationError
 
+from http_api import bodies
 from http_api.errors import ApiError, bad_field
 from http_api.state import CODEC_THREADS, core_of
+from wyoming_wis.errors import Busy
+from wyoming_wis.shares import Slots
+from wyoming_wis.values import quote
 
 from . import ice
 from .messages import BadMessage, Params
-from .peer import BadOffer, Limits, Peer, check_offer
+from .peer import BadOffer, Limits, Peer, aiortc_error, check_offer
 
 _LOGGER = logging.getLogger(__name__)
 routes = web.RouteTableDef()
 MAX_OFFER = 64 * 1024  # bytes; a browser's offer is a few KB
+OFFER_LIMIT = bodies.Limit(MAX_OFFER, "An offer", "sdp")
 _UNANSWERABLE = (ValueError, BadOffer, InvalidAccessError, InvalidStateError, OperationError, InternalError)
 
 
 @dataclass
 class Peers:
-    """The open connections, at most `limit`; what every connection shares."""
+    """The open connections, at most `limit`, no address holding more than its share (shares.Slots); what every
+    connection shares."""
 
     limit: int
     configuration: RTCConfiguration
     limits: Limits
-    open: set[Peer] = field(default_factory=set)
+    open: dict[Peer, str] = field(default_factory=dict)  # each connection, and the owner its place is counted for
+    slots: Slots = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.slots = Slots(self.limit, "WebRTC connections", "--rtc-max-sessions")
+
+    def take(self, address: str | None) -> str:
+        """A place for a connection from `address` (its owner, for `closed`); 429 when none is left, or its
+        owner holds its share."""
+        try:
+            return self.slots.take(address)
+        except Busy as err:
+            raise ApiError(429, err.message, None, "too_many_sessions") from None
+
+    def closed(self, peer: Peer) -> None:
+        """A connection has ended (its `on_closed`): its place is free again."""
+        owner = self.open.pop(peer, None)
+        if owner is not None:
+            self.slots.give(owner)
 
     async def close_all(self) -> None:
         await asyncio.gather(*(peer.close("the server is stopping") for peer in list(self.open)))
@@ -63,24 +89,22 @@ async def offer(request: web.Request) -> web.Response:
     offered = await _offer(request)
     allowed = await ice.reachable(request.remote, peers.configuration)
     description = RTCSessionDescription(ice.admit(offered, allowed), "offer")  # STUN only where it belongs
-    if len(peers.open) >= peers.limit:
-        raise ApiError(
-            429,
-            f"Too many WebRTC connections: all {peers.limit} (--rtc-max-sessions) are in use; try again later",
-            None,
-            "too_many_sessions",
-        )
+    owner = peers.take(request.remote)  # given back by `peers.closed` once the peer ends, or here if none is made
     ice.install(asyncio.get_running_loop())
-    peer = Peer(
-        core,
-        RTCPeerConnection(peers.configuration),
-        defaults,
-        peers.limits,
-        request.app[CODEC_THREADS],
-        peers.open.discard,
-        request.remote or "local",
-    )
-    peers.open.add(peer)  # before any await: the count is the cap's
+    try:
+        peer = Peer(
+            core,
+            RTCPeerConnection(peers.configuration),
+            defaults,
+            peers.limits,
+            request.app[CODEC_THREADS],
+            peers.closed,
+            request.remote or "local",
+        )
+    except BaseException:
+        peers.slots.give(owner)
+        raise
+    peers.open[peer] = owner
     try:
         answer = await peer.answer(description)
     except BaseException as err:
@@ -105,7 +129,8 @@ def _refusal(err: BaseException) -> ApiError | None:
 
 
 def _unanswerable(err: Exception) -> ApiError:
-    return bad_field("sdp", f"Cannot answer this offer: {str(err) or type(err).__name__}")
+    why = str(err) if isinstance(err, BadOffer) else aiortc_error(err)
+    return bad_field("sdp", f"Cannot answer this offer: {why}")
 
 
 def _defaults(request: web.Request) -> Params:
@@ -120,9 +145,7 @@ def _defaults(request: web.Request) -> Params:
 
 async def _offer(request: web.Request) -> str:
     """The offer's SDP, checked (check_offer) before any connection is made for it."""
-    body = await request.read()  # at most --max-upload-mb
-    if len(body) > MAX_OFFER:
-        raise bad_field("sdp", f"The offer is larger than {MAX_OFFER} bytes")
+    body = await bodies.read(request, OFFER_LIMIT)
     try:
         offer = json.loads(body)
     except (ValueError, RecursionError):  # RecursionError: nested too deep for the decoder
@@ -130,7 +153,7 @@ async def _offer(request: web.Request) -> str:
     if not isinstance(offer, dict) or not isinstance(offer.get("sdp"), str) or not offer["sdp"].strip():
         raise bad_field("sdp", '"sdp" is required: the browser\'s offer (RTCPeerConnection.localDescription.sdp)')
     if offer.get("type") != "offer":
-        raise bad_field("type", f'"type" must be "offer"; got {offer.get("type")!r}')
+        raise bad_field("type", f'"type" must be "offer"; got {quote(offer.get("type"))}')
     try:
         check_offer(offer["sdp"])
     except BadOffer as err:

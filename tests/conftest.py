@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from helpers import Server, assert_stops_cleanly, start_server
 
@@ -45,6 +46,27 @@ def server(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator
             str(MAX_TEXT_CHARS),
         ],
         tmp_path_factory.mktemp("server"),
+    )
+    yield running
+    assert_stops_cleanly(running)
+
+
+KEEPER = ("willow", "keeper-9d41")  # user and password of `keeper`
+
+
+@pytest.fixture(scope="session")
+def keeper_auth() -> httpx.BasicAuth:
+    """The credentials of `keeper`, as a Willow device sends them (user:password@ in its URL)."""
+    return httpx.BasicAuth(*KEEPER)
+
+
+@pytest.fixture(scope="session")
+def keeper(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """Whisper tiny.en behind Basic credentials (`keeper_auth`): a server that keeps Willow's recording, which one
+    without credentials never does."""
+    env = {"WIS_API_USER": KEEPER[0], "WIS_API_PASSWORD": KEEPER[1]}
+    running = start_server(
+        ["--data-dir", str(data_dir), "--asr-model", "tiny.en"], tmp_path_factory.mktemp("keeper"), env=env
     )
     yield running
     assert_stops_cleanly(running)

@@ -5,7 +5,9 @@ It connects as Willow Inference Server's browser client does (a data channel
 /api/rtc/asr) and detaches its track between utterances as a browser's
 `replaceTrack(null)` does, RTCP BYE included. Used by tests/test_rtc.py and
 bench/rtc.py; run as a script it connects, starts an utterance and waits to be
-killed (a client that vanishes).
+killed (a client that vanishes). A hostile peer reaches into its aiortc SCTP
+association: `send_unended` sends fragments of a message that never ends, and
+`stop_acknowledging` sends no more SCTP acknowledgements (SACK).
 """
 
 from __future__ import annotations
@@ -24,10 +26,15 @@ import av
 import httpx
 import numpy as np
 from aiortc import MediaStreamTrack, RTCConfiguration, RTCPeerConnection, RTCSessionDescription
+from aiortc.rtcsctptransport import SCTP_DATA_FIRST_FRAG, USERDATA_MAX_LENGTH, DataChunk, SackChunk, tsn_plus_one
 from aiortc.rtp import RtcpByePacket
 
 RATE = 48000
 FRAME = 960  # 20 ms, as browsers send Opus
+WEBRTC_STRING = 51  # the SCTP payload protocol of a data channel's text message (RFC 8831)
+IN_FLIGHT = 64  # DATA chunks sent ahead of the peer's acknowledgements, as SCTP's congestion window would allow
+ACK_WAIT = 5.0  # seconds without an acknowledgement after which the peer is taken to have gone
+FLOOD_QUEUE = 1000  # bytes `flood` lets wait in this side's queue: enough to keep the server busy, none lost
 
 
 class PlayedTrack(MediaStreamTrack):
@@ -92,6 +99,7 @@ class Client:
     track: PlayedTrack = field(default_factory=PlayedTrack)
     answer: str = ""
     edit: Callable[[str], str] | None = None  # changes the offer's SDP before it is sent (a hostile client)
+    source: str | None = None  # the address the offer is sent from (the server shares its places by address)
 
     def __post_init__(self) -> None:
         self.inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
@@ -104,7 +112,8 @@ class Client:
         await self.pc.setLocalDescription(await self.pc.createOffer())  # gathers every candidate
         sdp = self.pc.localDescription.sdp
         offer = {"sdp": self.edit(sdp) if self.edit else sdp, "type": "offer"}
-        async with httpx.AsyncClient(timeout=30) as http:
+        transport = httpx.AsyncHTTPTransport(local_address=self.source)
+        async with httpx.AsyncClient(timeout=30, transport=transport) as http:
             response = await http.post(self.url, json=offer)
         if response.status_code == 200:
             self.answer = response.json()["sdp"]
@@ -177,6 +186,62 @@ class Client:
         """As a browser's replaceTrack(null): no more audio, and an RTCP BYE for the stream."""
         self.sender.replaceTrack(None)
         await self.sender.transport._send_rtp(bytes(RtcpByePacket(sources=[self.sender._ssrc])))
+
+    async def send_unended(self, size: int, in_order: bool = True) -> int:
+        """Send `size` bytes on the data channel as fragments of one text message that never ends (no fragment
+        has the end flag); with `in_order` False the first TSN is skipped, so every fragment arrives out of order.
+
+        Paced by the server's acknowledgements (at most IN_FLIGHT chunks ahead), so none is lost on the way;
+        stops when the connection closes or the server stops acknowledging. Returns the bytes sent.
+        """
+        sctp = self.pc.sctp
+        acknowledged = 0
+        receive_sack = sctp._receive_sack_chunk
+
+        async def counted(chunk: SackChunk) -> None:
+            nonlocal acknowledged
+            acknowledged += 1  # a SACK for each packet of DATA
+            await receive_sack(chunk)
+
+        sctp._receive_sack_chunk = counted
+        tsn = sctp._local_tsn if in_order else tsn_plus_one(sctp._local_tsn)
+        sequence = sctp._outbound_stream_seq.get(self.channel.id, 0)
+        sent = 0
+        while sent < size and self.channel.readyState == "open":
+            chunk = DataChunk(flags=SCTP_DATA_FIRST_FRAG if sent == 0 and in_order else 0)
+            chunk.tsn, chunk.stream_id, chunk.stream_seq, chunk.protocol = tsn, self.channel.id, sequence, WEBRTC_STRING
+            chunk.user_data = b"x" * min(USERDATA_MAX_LENGTH, size - sent)
+            await sctp._send_chunk(chunk)
+            sent += len(chunk.user_data)
+            tsn = sctp._local_tsn = tsn_plus_one(tsn)
+            chunks = -(-sent // USERDATA_MAX_LENGTH)
+            deadline = time.monotonic() + ACK_WAIT
+            while chunks - acknowledged > IN_FLIGHT and self.channel.readyState == "open":
+                if time.monotonic() > deadline:
+                    return sent
+                await asyncio.sleep(0.005)
+        return sent
+
+    async def flood(self, kind: str, count: int) -> int:
+        """Send `count` messages of `kind` as fast as the server takes them in (this side's queue kept short, as a
+        page that waits on bufferedAmount); returns how many were sent before the data channel closed."""
+        for sent in range(count):
+            if self.channel.readyState != "open":
+                return sent
+            self.send(kind)
+            while self.channel.bufferedAmount > FLOOD_QUEUE and self.channel.readyState == "open":
+                await asyncio.sleep(0.001)
+        return count
+
+    def stop_acknowledging(self) -> None:
+        """Send no SCTP acknowledgement (SACK) from now on: the server's messages stay unacknowledged, as from a
+        peer that does not read."""
+        sctp = self.pc.sctp
+
+        async def no_sack() -> None:
+            sctp._sack_needed = False
+
+        sctp._send_sack = no_sack
 
     def attach(self, track: PlayedTrack) -> None:
         self.track = track

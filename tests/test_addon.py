@@ -27,7 +27,9 @@ from helpers import ROOT, Server, free_port
 from wyoming.info import Describe, Info
 from wyoming.server import AsyncEventHandler, AsyncTcpServer
 
+from http_api.origin import Names
 from wyoming_wis.config import OPTIONS, Settings
+from wyoming_wis.flags import described
 
 ADDON = ROOT / "addon"
 S6 = ADDON / "rootfs" / "etc" / "s6-overlay" / "s6-rc.d"
@@ -285,10 +287,12 @@ def bash(script: Path) -> list[str]:
 
 
 def run_script(script: Path, options: dict, tmp_path: Path, env: dict[str, str]) -> Path:
+    """Run an add-on script; what it logged is left in tmp_path/script.log."""
     result = subprocess.run(
         bash(script), env=script_env(tmp_path, options, env), capture_output=True, text=True, timeout=60
     )
     assert result.returncode == 0, result.stderr
+    (tmp_path / "script.log").write_text(result.stderr)
     return tmp_path
 
 
@@ -336,6 +340,31 @@ def test_every_option_reaches_the_server(config: dict, tmp_path: Path) -> None:
     assert asr.initial_prompt == "*"  # split on spaces, never globbed
     assert settings.http.api_key == "s3cret key" and env["WIS_API_KEY"] == "s3cret key"
     assert not any("s3cret" in arg for arg in argv)  # not on the command line, where ps shows it
+
+
+def test_passwords_in_extra_args_stay_out_of_the_log(config: dict, tmp_path: Path) -> None:
+    """The start script logs its command line at INFO, but not extra_args; the server logs its settings, keys and
+    passwords hidden (today's main logged `--api-password hunter2-5c1` in the add-on's log)."""
+    secrets = ("hunter2-5c1", "turn-pass-77e")
+    extra_args = f"--api-user willow --api-password {secrets[0]} --rtc-turn turn:turn.example "
+    extra_args += f"--rtc-turn-user wis --rtc-turn-password {secrets[1]} --beam-size 2"
+    argv, _, settings = started(config["options"] | {"extra_args": extra_args}, tmp_path)
+    assert (settings.http.api_password, settings.rtc.rtc_turn_password) == secrets  # they reach the server
+    log = (tmp_path / "script.log").read_text()
+    assert "Starting wyoming-wis --data-dir /config" in log and "extra_args" in log, log
+    shown = described(settings, OPTIONS)  # what the server logs at start
+    assert "--api-password *** " in shown and shown.endswith("--rtc-turn-password ***") and "--api-user willow" in shown
+    for secret in secrets:
+        assert secret in argv and secret not in log and secret not in shown
+
+
+def test_browsers_reach_the_addon_by_home_assistants_names(config: dict, tmp_path: Path) -> None:
+    """The names a user opens the add-on's pages by pass the server's Host check (against DNS rebinding)."""
+    _, _, settings = started(config["options"], tmp_path)
+    names = Names.of(settings.http.allowed_host)
+    for host in ("homeassistant.local:19000", "homeassistant:19000", "192.168.1.20:19000", "a0d7b954-wyoming-wis"):
+        assert names.allow(host), host
+    assert not names.allow("evil.example:19000")
 
 
 def test_empty_lists_leave_the_servers_defaults(config: dict, tmp_path: Path) -> None:

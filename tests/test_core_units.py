@@ -22,7 +22,7 @@ from wyoming_wis.asr.decoder import Decoded, Job, Options, Word
 from wyoming_wis.audio import AudioFormat, PcmConverter
 from wyoming_wis.catalog import Catalog
 from wyoming_wis.config import Settings
-from wyoming_wis.errors import BadRequest, Busy, UnknownSpeaker, UnsupportedAudioFormat
+from wyoming_wis.errors import BadRequest, Busy, CannotStore, UnknownSpeaker, UnsupportedAudioFormat
 from wyoming_wis.files import atomic_write
 from wyoming_wis.runtime import Runtime
 from wyoming_wis.scheduler import Scheduler
@@ -186,7 +186,7 @@ def test_a_file_is_replaced_whole_or_left_as_it_was(tmp_path: Path) -> None:
         assert path.read_bytes() == b"first"  # not visible until the block ends
         file.write(b"ond")
     assert path.read_bytes() == b"second"
-    with pytest.raises(OSError, match="disk full"), atomic_write(path) as file:
+    with pytest.raises(CannotStore, match="disk full"), atomic_write(path) as file:
         file.write(b"half of a thi")
         raise OSError("disk full")
     assert path.read_bytes() == b"second"

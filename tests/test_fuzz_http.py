@@ -116,12 +116,12 @@ def test_a_channel_count_ffmpeg_cannot_mix_down_is_refused(server: Server) -> No
     assert answer.status_code == 400 and answer.json()["error"]["code"] == "unsupported_audio_format", answer.text
 
 
-def test_a_recording_with_no_audio_is_kept_as_an_empty_wav(server: Server) -> None:
+def test_a_recording_with_no_audio_is_kept_as_an_empty_wav(keeper: Server, keeper_auth: httpx.BasicAuth) -> None:
     """Found by the positive-data check: a few bytes at 384 kHz are no 16 kHz sample at all, and saving them was a
-    500 (FFmpeg refuses an empty frame)."""
+    500 (FFmpeg refuses an empty frame). On a server with credentials: only one keeps recordings."""
     headers = {"x-audio-sample-rate": "384000", "x-audio-bits": "8"}
-    url = server.http_url + "/api/willow?save_audio=true"
-    assert httpx.post(url, content=bytes(8), headers=headers, timeout=60).status_code == 200
-    saved = httpx.get(server.http_url + "/audio/willow.wav")
+    url = keeper.http_url + "/api/willow?save_audio=true"
+    assert httpx.post(url, content=bytes(8), headers=headers, auth=keeper_auth, timeout=60).status_code == 200
+    saved = httpx.get(keeper.http_url + "/audio/willow.wav", auth=keeper_auth)
     with wave.open(io.BytesIO(saved.content)) as wav:
         assert (wav.getnframes(), wav.getframerate()) == (0, 16000)

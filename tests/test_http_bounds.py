@@ -77,18 +77,23 @@ def test_a_json_body_over_the_limit_is_413_before_it_is_parsed(server: Server) -
 # -- Willow's saved recording --------------------------------------------------------
 
 
-async def test_concurrent_saves_all_succeed_and_the_file_is_one_whole_recording(server: Server) -> None:
-    """Devices saving at once: silence ends each request at once, so the saves meet. None fails, and what is kept
-    is one recording, whole."""
+async def test_concurrent_saves_all_succeed_and_the_file_is_one_whole_recording(
+    keeper: Server, keeper_auth: httpx.BasicAuth
+) -> None:
+    """Devices saving at once (on a server with credentials: only one keeps recordings): silence ends each request
+    at once, so the saves meet. None fails, and what is kept is one recording, whole."""
     seconds = [30 - index / 10 for index in range(8)]  # each its own length, to tell which one was kept
     lengths = [len(silence(length).audio) for length in seconds]
     for _ in range(2):
         answers = await asyncio.gather(
-            *(esp32_post(server, "save_audio=true", silence(length).audio, "pcm", 0.0) for length in seconds)
+            *(
+                esp32_post(keeper, "save_audio=true", silence(length).audio, "pcm", 0.0, keeper_auth)
+                for length in seconds
+            )
         )
         assert [answer.status for answer in answers] == [200] * len(lengths), [a.body for a in answers]
-        async with httpx.AsyncClient(timeout=30) as client:
-            saved = await client.get(server.http_url + "/audio/willow.wav")
+        async with httpx.AsyncClient(timeout=30, auth=keeper_auth) as client:
+            saved = await client.get(keeper.http_url + "/audio/willow.wav")
         heard, rate = decode(saved.content)
         assert rate == 16000 and len(heard) * 2 in lengths, len(heard)
 
@@ -150,7 +155,7 @@ def test_a_client_that_stops_reading_is_dropped_and_its_synthesis_freed(impatien
             assert time.monotonic() < deadline, f"still sending to a client that reads nothing:\n{impatient.log}"
             time.sleep(0.2)
         dropped = [line for line in impatient.log.splitlines() if "--send-timeout" in line][-1]
-        assert "WARNING" in dropped and f"{route} from 127.0.0.1" in dropped, dropped
+        assert "WARNING" in dropped and f"{route!r} from 127.0.0.1" in dropped, dropped
         while impatient.metric("wis_requests_in_progress", frontend="http", route=route):
             assert time.monotonic() < deadline, "the request is still in progress"
             time.sleep(0.2)

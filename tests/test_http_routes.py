@@ -210,9 +210,62 @@ async def test_cors_answers_preflights_and_labels_errors_for_the_allowed_origin(
     refused = await secured.post("/api/rtc/asr", data=b"{}", headers={"Origin": ORIGIN})
     assert refused.status == 401 and refused.headers["Access-Control-Allow-Origin"] == ORIGIN  # the page reads it
     assert "WWW-Authenticate" in refused.headers["Access-Control-Expose-Headers"]
+    # A page of another origin may not post at all: refused before the key is asked for.
     other = await secured.post("/api/rtc/asr", data=b"{}", headers={"Origin": "https://elsewhere.example"})
-    assert other.status == 401 and "Access-Control-Allow-Origin" not in other.headers
-    assert other.headers["Vary"] == "Origin"
+    assert (await _error(other, 403))["code"] == "origin_not_allowed"
+    assert "Access-Control-Allow-Origin" not in other.headers and other.headers["Vary"] == "Origin"
+
+
+BROWSER = {"Sec-Fetch-Site": "same-origin", "Sec-Fetch-Mode": "cors", "User-Agent": "Mozilla/5.0 (X11; Linux)"}
+
+
+async def test_a_browser_must_name_the_server_by_one_of_its_names(loading: test_utils.TestClient) -> None:
+    """DNS rebinding: a page of evil.example, its name pointed at this server, is refused; a client that is not a
+    browser may name it anything, and /health answers whatever the name."""
+    for headers in (BROWSER, {"Origin": "http://evil.example"}, {"User-Agent": "Mozilla/5.0"}):
+        rebound = await loading.get("/v1/models", headers=headers | {"Host": "evil.example:19000"})
+        error = await _error(rebound, 403)
+        assert error["code"] == "host_not_allowed" and "'evil.example'" in error["message"], headers
+        assert "--allowed-host" in error["message"]
+    for host in ("speech.example.net", "evil.example"):  # the OpenAI SDK, curl, a Willow device by a LAN name
+        assert (await _error(await loading.get("/v1/models", headers={"Host": host}), 503))["code"] == "loading"
+    for host in ("192.168.1.20:19000", "[fe80::1]:19000", "homeassistant.local", "wis-box", "nas.lan", "localhost"):
+        named = await loading.get("/v1/models", headers=BROWSER | {"Host": host})
+        assert (await _error(named, 503))["code"] == "loading", host
+    health = await loading.get("/health", headers=BROWSER | {"Host": "evil.example"})
+    assert health.status == 503  # loading, as a load balancer sees it: not refused
+
+
+async def test_a_page_of_another_origin_may_read_but_not_post(loading: test_utils.TestClient) -> None:
+    """A plain HTML form posts across sites with no preflight: refused before anything reads its body."""
+    here = f"http://{loading.host}:{loading.port}"
+    form = aiohttp.FormData({"model": "whisper-1"})
+    form.add_field("file", b"RIFF", filename="a.wav")
+    for headers in (
+        {"Origin": "http://evil.example"},
+        {"Origin": "null"},
+        {"Origin": "http://["},
+        {"Sec-Fetch-Site": "cross-site"},
+    ):
+        posted = await loading.post("/v1/audio/transcriptions", data=form, headers=headers)
+        assert (await _error(posted, 403))["code"] == "origin_not_allowed", headers
+        assert posted.headers["Connection"] == "close"  # the body is never read
+    for headers in ({"Origin": here}, {"Sec-Fetch-Site": "same-origin"}):  # the server's own pages
+        posted = await loading.post("/api/rtc/asr", json={}, headers=headers)
+        assert (await _error(posted, 503))["code"] == "loading", headers
+    read = await loading.get("/v1/models", headers={"Origin": "http://evil.example"})  # no CORS header: unreadable
+    assert (await _error(read, 503))["code"] == "loading" and "Access-Control-Allow-Origin" not in read.headers
+
+
+async def test_allowed_hosts_and_origins_come_from_the_flags() -> None:
+    async with _client("--allowed-host", "wis.example.com", "--cors-origin", ORIGIN) as client:
+        named = await client.get("/v1/models", headers=BROWSER | {"Host": "WIS.example.com.:443"})
+        assert (await _error(named, 503))["code"] == "loading"
+        posted = await client.post("/api/rtc/asr", json={}, headers={"Origin": ORIGIN})
+        assert (await _error(posted, 503))["code"] == "loading"
+    async with _client("--allowed-host", "*") as client:
+        anywhere = await client.get("/v1/models", headers=BROWSER | {"Host": "evil.example"})
+        assert (await _error(anywhere, 503))["code"] == "loading"
 
 
 def test_the_http_api_alone_has_no_signalling() -> None:

@@ -8,6 +8,7 @@ import hmac
 import os
 import re
 import ssl
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
@@ -17,7 +18,7 @@ import httpx
 import openai
 import pytest
 import trustme
-from helpers import CORPUS, Server, assert_stops_cleanly, load_audio, start_server, wer
+from helpers import CORPUS, Server, assert_clean_log, assert_stops_cleanly, load_audio, start_server, wer
 from multidict import CIMultiDict, CIMultiDictProxy
 from test_http_openai import decode
 from test_http_willow import DEVICE, esp32_post
@@ -95,6 +96,19 @@ def test_the_key_passes_as_bearer_or_x_api_key_and_a_wrong_one_does_not(secured:
     wrong = ask(KEY + "x")
     assert wrong.status_code == 401 and error_of(wrong)["code"] == "invalid_api_key"
     assert ask(KEY[:-1]).status_code == 401
+
+
+@pytest.mark.parametrize("header", ["Authorization", "X-API-Key"])
+def test_a_key_not_in_utf8_or_ascii_is_a_wrong_key(secured: Server, header: str) -> None:
+    """Issue 36: `\\xff` arrives as a surrogate escape, which UTF-8 cannot encode: comparing it with the key was a 500
+    with a traceback, before authentication. It is a wrong key like any other."""
+    before = len(secured.log)
+    for key in (b"\xff", KEY.encode() + b"\xff", "é".encode()):
+        value = b"Bearer " + key if header == "Authorization" else key
+        response = httpx.get(secured.http_url + "/v1/models", headers={header: value})
+        assert response.status_code == 401 and error_of(response)["code"] == "invalid_api_key", response.text
+    time.sleep(0.2)
+    assert_clean_log(secured.log[before:])
 
 
 def test_the_openai_sdk_with_the_key_works_end_to_end(secured: Server) -> None:
@@ -313,6 +327,24 @@ def test_answers_and_errors_carry_cors_headers_for_an_allowed_origin(secured: Se
     assert "x-cache" in speech.headers["access-control-expose-headers"].lower()
 
 
+def test_only_an_allowed_origin_may_post(secured: Server) -> None:
+    """A web app of --cors-origin posts as before; a page of another origin is refused before the key is checked,
+    so even a key it somehow holds does nothing."""
+    speech = {"model": "tts-1", "voice": "alloy", "input": "Hello there.", "response_format": "wav"}
+    for origin, status in ((ALLOWED, 200), ("https://evil.example.com", 403)):
+        answer = httpx.post(
+            secured.http_url + "/v1/audio/speech", json=speech, headers={"Origin": origin, "X-API-Key": KEY}
+        )
+        assert answer.status_code == status, answer.text
+    assert error_of(answer)["code"] == "origin_not_allowed"
+
+
+def test_the_log_shows_the_settings_with_the_key_and_password_hidden(secured: Server) -> None:
+    (line,) = [line for line in secured.log.splitlines() if "Settings: " in line]
+    assert "--api-key *** " in line and "--api-password ***" in line and f"--api-user {USER}" in line, line
+    assert f"--cors-origin {ALLOWED}" in line, line
+
+
 # -- HTTPS -----------------------------------------------------------------------------
 
 
@@ -379,3 +411,37 @@ def test_certificate_files_are_checked_before_use(tmp_path: Path, authority: tru
         server_ssl(tmp_path / "cert.pem", tmp_path / "missing.pem")
     with pytest.raises(StartupError, match="not a PEM certificate"):
         server_ssl(tmp_path / "cert.pem", None)  # no key anywhere
+
+
+# -- what a client sent, in answers and the log ----------------------------------------------------------------------
+
+BIG = "v" * 60_000  # under the JSON limit (64 KiB): it reaches the check that names it
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "kwargs", "status"),
+    [
+        ("POST", "/v1/audio/speech", {"json": {"model": "tts-1", "input": "Hi.", "voice": BIG}}, 400),
+        ("POST", "/v1/audio/speech", {"json": {"model": BIG, "input": "Hi.", "voice": "alloy"}}, 404),
+        ("POST", "/v1/audio/speech", {"json": {"model": "tts-1", "input": "Hi.", "response_format": BIG}}, 400),
+        ("GET", "/api/tts", {"params": {"text": "Hi.", "language": BIG[:4000]}}, 404),  # a request line: 8 KB at most
+        ("POST", "/v1/audio/transcriptions", {"files": {"file": ("a.wav", b"RIFF"), "model": (None, BIG)}}, 404),
+        ("GET", "/v1/models/" + BIG[:4000], {}, 404),
+        ("GET", "/v1/%0a2026-12-04 INFO forged: line%0d", {}, 404),
+    ],
+    ids=["voice", "speech-model", "format", "language", "asr-model", "model-path", "newline-path"],
+)
+def test_a_client_value_is_quoted_not_echoed(
+    server: Server, method: str, path: str, kwargs: dict[str, object], status: int
+) -> None:
+    """Values come back, and go to the log, cut short with their control characters escaped (values.quote): 60 KB of
+    voice name once made a 60,075-character error message, and a path's %0a forged a log line of its own."""
+    logged = server.log_path.stat().st_size
+    response = httpx.request(method, server.http_url + path, timeout=60, **kwargs)  # type: ignore[arg-type]
+    assert response.status_code == status, response.text[:300]
+    assert len(response.json()["error"]["message"]) < 400, response.text[:500]
+    with open(server.log_path, "rb") as log:
+        log.seek(logged)
+        written = log.read().decode()
+    assert len(written) < 2000, written[:500]
+    assert "\n2026-12-04 INFO forged" not in written and "\r" not in written, written  # no line of its own

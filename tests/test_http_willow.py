@@ -14,6 +14,8 @@ from helpers import CORPUS, Server, amr_wb, load_audio, start_server, wav_bytes,
 from test_http_openai import assert_speech, decode
 from willow_client import DEVICE, esp32_post
 
+from http_api.willow import SAVED_AUDIO
+
 SPOKEN = CORPUS / "LJ001-0004.flac"  # 5.1 s
 SPOKEN_TEXT = (CORPUS / "LJ001-0004.txt").read_text().strip()
 
@@ -31,18 +33,38 @@ async def test_willow_streams_speech_in_and_answers_soon_after_the_last_chunk(se
     assert len(answer.body) < 2048
 
 
-async def test_save_audio_keeps_what_the_server_heard(server: Server) -> None:
+async def test_save_audio_keeps_what_the_server_heard(keeper: Server, keeper_auth: httpx.BasicAuth) -> None:
     pcm = load_audio(SPOKEN)
     sent = amr_wb(pcm)
-    answer = await esp32_post(server, "save_audio=true", sent, "amrwb", 0.5)
+    answer = await esp32_post(keeper, "save_audio=true", sent, "amrwb", 0.5, keeper_auth)
     assert answer.status == 200, answer.body
-    async with httpx.AsyncClient(timeout=30) as client:
-        saved = await client.get(server.http_url + "/audio/willow.wav")
+    async with httpx.AsyncClient(timeout=30, auth=keeper_auth) as client:
+        saved = await client.get(keeper.http_url + "/audio/willow.wav")
     assert saved.status_code == 200 and saved.headers["Content-Type"] == "audio/x-wav"
     heard, rate = decode(saved.content)
     assert rate == 16000 and len(heard) / rate == pytest.approx(pcm.seconds, abs=0.05)
     decoded, _ = decode(sent)  # the AMR-WB file read whole, here
     assert len(heard) == len(decoded) and np.abs(heard - decoded).max() < 1e-3
+
+
+async def test_without_credentials_save_audio_keeps_nothing(server: Server, data_dir: Path) -> None:
+    """A household's last recording is no file for anyone on the network: a server without credentials answers the
+    device as usual, keeps nothing, says why once in its log, and refuses GET /audio/willow.wav saying why."""
+    recording = data_dir / SAVED_AUDIO
+    recording.parent.mkdir(parents=True, exist_ok=True)
+    recording.write_bytes(b"kept before")
+    pcm = load_audio(SPOKEN)
+    for _ in range(2):
+        answer = await esp32_post(server, "save_audio=true", pcm.audio, "pcm", 0.0)
+        assert answer.status == 200 and wer([SPOKEN_TEXT], [answer.json()["text"]]) < 0.15, answer.body
+    assert recording.read_bytes() == b"kept before"  # today's main: the 5.1 s just sent
+    assert server.log.count("save_audio=true ignored") == 1
+    url = server.http_url + "/" + SAVED_AUDIO
+    async with httpx.AsyncClient(timeout=30) as client:
+        head, get = await client.head(url), await client.get(url)
+    assert head.status_code == get.status_code == 403 and head.headers["content-type"] != "audio/x-wav"
+    error = get.json()["error"]
+    assert error["code"] == "recording_not_kept" and "--api-key" in error["message"], error
 
 
 async def test_willow_takes_beam_size_and_refuses_a_bad_one(server: Server) -> None:

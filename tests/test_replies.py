@@ -80,5 +80,5 @@ async def test_a_text_with_nothing_to_say_is_refused_on_every_frontend(server: S
         ):
             assert answer.status_code == 400, answer.text
             assert answer.json()["error"]["param"] in ("input", "text"), answer.text
-    warned = [line for line in server.log.splitlines() if "GET /api/tts from 127.0.0.1: 400" in line]
+    warned = [line for line in server.log.splitlines() if "GET '/api/tts' from 127.0.0.1: 400" in line]
     assert warned and "WARNING" in warned[-1], "a client's mistake is logged with its address"

@@ -1,7 +1,9 @@
 """Browsers over WebRTC: aiortc as the browser, a real server, real UDP.
 
-One server for the module, with a narrow port range, a cap of three
-connections and a short idle timeout, so that every limit can be reached here.
+One server for the module, with a narrow port range, a cap of four
+connections (two from one address, whose last connection may still be closing
+when the next test connects) and a short idle timeout, so that every limit can
+be reached here.
 Each test leaves no connection open (the last one checks), and the server's log
 must be clean when it stops. A second server, with `--rtc-public-address`, stands
 in for a container behind Docker's port publishing (`Published`).
@@ -36,7 +38,7 @@ from rtc.messages import Params
 from rtc.track import Listener
 from wyoming_wis.config import PortRange, Settings
 
-MAX_SESSIONS = 3
+MAX_SESSIONS = 4
 IDLE_TIMEOUT = 4.0
 FIRST = CORPUS / "LJ001-0004.flac"  # 5.1 s
 SECOND = CORPUS / "LJ001-0002.flac"  # 1.9 s
@@ -80,7 +82,7 @@ def bind_all(low: int, high: int) -> list[socket.socket]:
 
 @pytest.fixture(scope="module")
 def ports() -> tuple[int, int]:
-    return free_range(4)
+    return free_range(MAX_SESSIONS + 1)
 
 
 @pytest.fixture(scope="module")
@@ -268,17 +270,19 @@ async def test_bad_signalling_is_refused_in_the_error_envelope(rtc_server: Serve
 
 
 async def test_the_session_cap_gives_a_clear_error(rtc_server: Server) -> None:
-    clients = [Client(url(rtc_server)) for _ in range(MAX_SESSIONS)]
+    """Browsers on as many hosts as --rtc-max-sessions (one host holds at most half: tests/test_rtc_bounds.py)."""
+    hosts = [f"127.0.0.{n}" for n in range(1, MAX_SESSIONS + 2)]
+    clients = [Client(url(rtc_server), source=host) for host in hosts[:MAX_SESSIONS]]
     try:
         for client in clients:
             await client.connect()
         assert sessions(rtc_server) == MAX_SESSIONS
-        refused = await Client(url(rtc_server)).offer()
+        refused = await Client(url(rtc_server), source=hosts[-1]).offer()
         assert refused.status_code == 429 and refused.headers["Retry-After"], refused.text
         assert f"all {MAX_SESSIONS} (--rtc-max-sessions)" in refused.json()["error"]["message"]
         await clients.pop().close()
         await wait_sessions(rtc_server, MAX_SESSIONS - 1, 10)
-        clients.append(Client(url(rtc_server)))
+        clients.append(Client(url(rtc_server), source=hosts[MAX_SESSIONS - 1]))
         await clients[-1].connect()  # a freed place is taken again
     finally:
         for client in clients:

@@ -1,15 +1,19 @@
-"""WebRTC signalling under hostile input: every place comes back, STUN goes only where it belongs.
+"""WebRTC under hostile input: every place comes back, STUN goes only where it belongs, one address holds at most
+half the places, and a data channel holds little for a peer that sends a message that never ends or acknowledges
+nothing.
 
 One server for the module, tests/faulty_server.py (a peer connection whose offer holds MARKER fails to
 close), with a cap of two connections and the default idle timeout, so that a connection that is not
 freed at once stays counted for the rest of the module. The clients are aiortc, as in tests/test_rtc.py;
-hostile offers are a real offer with lines changed.
+hostile offers are a real offer with lines changed, hostile peers reach into the client's SCTP
+(tests/rtc_client.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
 import socket
 import time
 from collections.abc import Callable, Iterator
@@ -21,15 +25,22 @@ from aiortc import RTCConfiguration, RTCIceServer, RTCPeerConnection
 from faulty_server import MARKER, RTC_CLOSE_FAILURE, SLOW_MARKER, SLOW_SECONDS
 from helpers import ROOT, Server, assert_clean_log, assert_stops_cleanly, start_server
 from rtc_client import Client, PlayedTrack
+from test_bounds import PeakMemory
 from test_rtc import free_range, sessions, url, wait_sessions
 
 from rtc import ice
+from rtc.messages import MAX_MESSAGE
 from rtc.peer import CONNECT_TIMEOUT
+from rtc.sctp import MAX_HELD
 
 MAX_SESSIONS = 2
 LAUNCHER = (str(ROOT / "tests" / "faulty_server.py"),)
 PROBE_HOST = "127.0.0.2"  # another loopback address: not the client's (127.0.0.1), so not to be checked
 DOCUMENTATION = ("198.51.100.7", "203.0.113.9")  # RFC 5737 addresses, as a third party's
+UNENDED = 16 * 2**20  # bytes of a message that never ends: aiortc alone would hold them all (11.4 MiB held 29 MiB)
+PINGS = 50_000  # each answered with a pong that a peer acknowledging nothing leaves queued
+MAX_GROWTH_MB = 8  # the server's RSS while a hostile peer is served: what it holds for one is a fraction of a MiB
+DEFAULT_SESSIONS = 16  # --rtc-max-sessions' default; one address holds half
 
 
 @pytest.fixture(scope="module")
@@ -288,3 +299,90 @@ async def test_an_offer_that_never_connects_gives_its_place_back(
     finally:
         assert running.stop() == 0, running.log
     assert_clean_log(running.log)
+
+
+@pytest.mark.parametrize("in_order", [True, False], ids=["unended", "out-of-order"])
+async def test_a_message_that_never_ends_closes_the_peer(bounds_server: Server, in_order: bool) -> None:
+    """16 MiB of fragments of one message, never its last (or all after a TSN that never comes): the server closes
+    the peer once it holds MAX_HELD (256 KiB) for it, and its RSS hardly moves. Before: all 16 MiB taken in, and
+    held until the peer went."""
+    said = "its messages not yet whole or out of order hold"
+    warned = bounds_server.log.count(said)
+    client = Client(url(bounds_server))
+    await client.connect()
+    try:
+        with PeakMemory(bounds_server) as memory:
+            sent = await client.send_unended(UNENDED, in_order)
+    finally:
+        await client.close()
+    grown = memory.peak - memory.before
+    assert f"a=max-message-size:{MAX_MESSAGE}\r\n" in client.answer  # what a browser may send, told
+    assert sent <= 2 * MAX_HELD, f"{sent} bytes of a message that never ends taken in, RSS +{grown:.1f} MiB"
+    assert grown < MAX_GROWTH_MB, f"RSS +{grown:.1f} MiB"
+    assert bounds_server.log.count(said) == warned + 1
+    await wait_sessions(bounds_server, 0, 10)
+
+
+async def test_a_peer_that_acknowledges_nothing_is_closed(bounds_server: Server) -> None:
+    """Pings from a peer that sends no SCTP SACK: the pongs wait for it in the server's queues until they pass
+    MAX_HELD (about a thousand pongs), and it is closed. Before: every ping answered into a queue that only grew."""
+    said = "it has not acknowledged"
+    warned = bounds_server.log.count(said)
+    client = Client(url(bounds_server))
+    await client.connect()
+    try:
+        client.stop_acknowledging()
+        with PeakMemory(bounds_server) as memory:
+            sent = await client.flood("ping", PINGS)
+    finally:
+        await client.close()
+    grown = memory.peak - memory.before
+    assert sent < PINGS // 2, f"{sent} pings answered without an acknowledgement, RSS +{grown:.1f} MiB"
+    assert grown < MAX_GROWTH_MB, f"RSS +{grown:.1f} MiB"
+    assert bounds_server.log.count(said) == warned + 1
+    await wait_sessions(bounds_server, 0, 10)
+
+
+async def test_one_address_holds_at_most_half_the_places(
+    data_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """With the default --rtc-max-sessions (16), a ninth offer from one address is a 429 naming its share, and a
+    browser at another address still connects. Before: one address could take all 16 places."""
+    running = start_server(
+        ["--data-dir", str(data_dir), "--asr-model", "tiny.en", "--rtc-ports", "any"],
+        tmp_path_factory.mktemp("rtc-shares"),
+    )
+    try:
+        offer = {"sdp": await browser_offer(), "type": "offer"}
+        share = DEFAULT_SESSIONS // 2
+        answered = [(await post(running, offer)).status_code for _ in range(share)]
+        assert answered == [200] * share
+        refused = await post(running, offer)
+        assert refused.status_code == 429 and refused.headers["Retry-After"], refused.text
+        error = refused.json()["error"]
+        assert error["code"] == "too_many_sessions", error
+        assert f"from 127.0.0.1: {share} of the {DEFAULT_SESSIONS} (--rtc-max-sessions)" in error["message"], error
+        await connect_and_close(Client(url(running), source="127.0.0.2"))
+        await wait_sessions(running, share, 10)
+    finally:
+        assert running.stop() == 0, running.log
+    assert_clean_log(running.log)
+
+
+async def test_a_peer_that_takes_no_message_of_ours_is_closed(bounds_server: Server) -> None:
+    """An offer whose a=max-message-size is smaller than a pong: aiortc refuses to send the pong (ValueError), and
+    the peer is closed, with a warning, not an error with a traceback in the server's log."""
+    said = "it takes no message as large as ours"
+    warned = bounds_server.log.count(said)
+    client = Client(url(bounds_server), edit=lambda sdp: re.sub(r"a=max-message-size:\d+", "a=max-message-size:8", sdp))
+    await client.connect()
+    try:
+        client.send("ping")
+        deadline = time.monotonic() + 10
+        while client.channel.readyState == "open" and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert client.channel.readyState != "open"
+    finally:
+        await client.close()
+    assert bounds_server.log.count(said) == warned + 1
+    await wait_sessions(bounds_server, 0, 10)

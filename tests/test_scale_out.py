@@ -20,6 +20,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 import httpx
 import pytest
@@ -47,6 +48,7 @@ BEFORE_KILL = 5.0  # seconds of traffic with both replicas
 AFTER_KILL = 6.0  # and with one
 WORKERS = 4  # two Wyoming clients, two HTTP clients; each has at most one request in flight
 UTTERANCE = CORPUS / "LJ001-0002.flac"  # "in being comparatively modern."
+STATS_AUTH = ("admin", "stats-3b8e")  # WIS_STATS_USER's default and a WIS_STATS_PASSWORD
 
 
 @dataclass
@@ -71,7 +73,8 @@ class Haproxy:
 
     def states(self) -> dict:
         """(backend, server) -> (status, last check's result), from HAProxy's stats page in CSV."""
-        text = httpx.get(f"http://127.0.0.1:{self.stats_port}/stats;csv", timeout=5).raise_for_status().text
+        stats = f"http://127.0.0.1:{self.stats_port}/stats;csv"
+        text = httpx.get(stats, auth=STATS_AUTH, timeout=5).raise_for_status().text
         rows = csv.DictReader(io.StringIO(text.lstrip("# ")))
         return {
             (row["pxname"], row["svname"]): (row["status"], row["check_status"])
@@ -95,18 +98,21 @@ class Haproxy:
             time.sleep(0.05)
 
 
-def start_haproxy(replicas: list[Server], workdir: Path) -> Haproxy:
-    """HAProxy in the foreground on loopback ports, with the shipped config and the replicas' addresses."""
+def start_haproxy(replicas: list[Server], workdir: Path, stats_password: str | None = STATS_AUTH[1]) -> Haproxy:
+    """HAProxy in the foreground on loopback ports, with the shipped config, the replicas' addresses and the stats
+    page's password (None: none set)."""
     haproxy = shutil.which("haproxy") or "/usr/sbin/haproxy"
     assert Path(haproxy).exists(), "this test needs Debian's haproxy, which ./run.sh test installs"
     wyoming_port, http_port, stats_port = free_port(), free_port(), free_port()
-    env = dict(os.environ)
+    env = {key: value for key, value in os.environ.items() if not key.startswith("WIS_STATS_")}
     env.update(
         WIS_WYOMING_BIND=f"127.0.0.1:{wyoming_port}",
         WIS_HTTP_BIND=f"127.0.0.1:{http_port}",
         WIS_STATS_BIND=f"127.0.0.1:{stats_port}",
         WIS_CHECK_INTER=CHECK_INTER,
     )
+    if stats_password is not None:
+        env["WIS_STATS_PASSWORD"] = stats_password
     for number, replica in enumerate(replicas, 1):
         env[f"WIS_REPLICA_{number}_WYOMING"] = f"{replica.host}:{replica.port}"
         env[f"WIS_REPLICA_{number}_HTTP"] = f"{replica.host}:{replica.http_port}"
@@ -246,6 +252,33 @@ def test_requests_keep_succeeding_when_a_replica_dies(replicas: list[Server], ba
     assert_clean_log(replicas[1].log)
 
 
+@pytest.mark.parametrize("password", [STATS_AUTH[1], None])
+def test_the_stats_page_needs_the_password(tmp_path: Path, password: str | None) -> None:
+    """Which replicas are up, and their addresses, are the operator's: without WIS_STATS_PASSWORD the stats page
+    and /metrics are closed (403), with it they ask for it (401). Today's main showed them to anyone."""
+    nowhere = SimpleNamespace(host="127.0.0.1", port=free_port(), http_port=free_port())  # no replica listens
+    running = start_haproxy([nowhere, nowhere], tmp_path, password)  # type: ignore[list-item]
+    try:
+        base = f"http://127.0.0.1:{running.stats_port}"
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                anyone = [httpx.get(base + path, timeout=5) for path in ("/stats", "/stats;csv", "/metrics")]
+                break
+            except httpx.TransportError:  # still starting
+                assert running.process.poll() is None and time.monotonic() < deadline, running.log
+                time.sleep(0.1)
+        assert [answer.status_code for answer in anyone] == [403 if password is None else 401] * 3
+        if password is not None:
+            assert "Basic" in anyone[0].headers["www-authenticate"]
+            for path in ("/stats", "/metrics"):
+                assert httpx.get(base + path, auth=STATS_AUTH, timeout=5).status_code == 200, path
+            assert httpx.get(base + "/stats", auth=(STATS_AUTH[0], "wrong"), timeout=5).status_code == 401
+    finally:
+        running.process.terminate()
+        running.process.wait(10)
+
+
 def test_compose_example_runs_two_replicas_behind_the_shipped_config() -> None:
     compose = yaml.safe_load(COMPOSE.read_text())
     services = compose["services"]
@@ -258,3 +291,4 @@ def test_compose_example_runs_two_replicas_behind_the_shipped_config() -> None:
         assert "ports" not in services[name] or all("udp" in port for port in services[name]["ports"])
     text = CONFIG.read_text()
     assert "wis1:10500" in text and "wis2:19000" in text
+    assert set(proxy["environment"]) == {"WIS_STATS_USER", "WIS_STATS_PASSWORD"}, proxy  # the stats page's password

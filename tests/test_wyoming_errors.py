@@ -19,6 +19,7 @@ from wyoming.event import Event, async_read_event
 from wyoming.info import SelectProgram
 from wyoming.ping import Ping
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeVoice
+from wyoming.wake import Detect
 
 
 async def assert_hung_up(client) -> None:
@@ -225,3 +226,27 @@ async def test_a_client_that_ignores_errors_is_not_left_waiting(server, case: st
             until = "synthesize-stopped"
         seen = await asyncio.wait_for(_read_like_home_assistant(client, until), 1.0)
         assert seen == ["error"], seen
+
+
+@pytest.mark.parametrize(
+    ("event", "code"),
+    [
+        (SelectProgram(name="p" * 1_000_000).event(), "unknown-program"),
+        (Event(type="audio-chunk", data={"rate": "r" * 1_000_000, "width": 2, "channels": 1}), "bad-request"),
+        (Detect(names=["w" * 1_000_000]).event(), "unknown-wake-word"),
+        (Event(type="transcribe", data={"vad_sensitivity": "v" * 1_000_000}), "bad-request"),
+    ],
+    ids=["program", "audio-rate", "wake-word", "vad-sensitivity"],
+)
+async def test_a_client_value_is_quoted_not_echoed(server, event: Event, code: str) -> None:
+    """A megabyte value comes back, and goes to the log, cut short (wyoming_wis.values.quote)."""
+    logged = server.log_path.stat().st_size
+    async with server.client() as client:
+        await client.write_event(event)
+        if event.type in ("detect", "transcribe"):
+            await client.write_event(AudioStart(16000, 2, 1).event())
+        await client.write_event(Ping().event())
+        error = (await read_until(client, "pong"))[-1]
+    assert error.type == "error" and error.data["code"] == code, error
+    assert len(error.data["text"]) < 400, error.data["text"][:500]
+    assert server.log_path.stat().st_size - logged < 2000

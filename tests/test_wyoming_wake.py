@@ -255,3 +255,40 @@ async def test_openwakeword_hears_as_pyopen_wakeword_does(okay_nabu: Pcm) -> Non
         # each stamped where the audio it was made from ends: every 1280 samples, the last within the stream
         assert {b - a for a, b in itertools.pairwise(ends)} == {1280}
         assert len(okay_nabu.audio) // 2 - 1280 < ends[-1] <= len(okay_nabu.audio) // 2
+
+
+async def test_one_detector_per_model_however_many_spellings(server: Server, okay_nabu: Pcm) -> None:
+    """A detect naming Okay Nabu in 50 spellings holds what one naming it once holds of the memory budget (one
+    detector, not 50: 13 MB each stream, 480 of them an address), and hears the phrase once, under the name it
+    was given first."""
+    spellings = [f"Okay_Nabu_v{n}" for n in range(50)]
+
+    async def held(names: list[str]) -> tuple[float | None, list[Event]]:
+        async with server.client() as client:
+            await client.write_event(Detect(names=names).event())
+            await client.write_event(AudioStart(rate=16000, width=2, channels=1).event())
+            await client.write_event(AudioChunk(rate=16000, width=2, channels=1, audio=bytes(320)).event())
+            await client.write_event(Ping().event())
+            await read_until(client, "pong", timeout=30)
+            budget = server.metric("wis_memory_budget_used_bytes")
+            await client.write_event(AudioChunk(rate=16000, width=2, channels=1, audio=okay_nabu.audio).event())
+            await client.write_event(AudioStop().event())
+            await client.write_event(Ping().event())
+            return budget, (await read_until(client, "pong", timeout=60))[:-1]
+
+    one, _ = await held(["okay_nabu"])
+    many, events = await held(spellings)
+    print(f"budget held by a stream: one name {one / 1e6:.2f} MB, 50 spellings {many / 1e6:.2f} MB")
+    assert many == one, (one, many)
+    assert [(event.type, event.data["name"]) for event in events] == [("detection", spellings[0])], events
+
+
+async def test_too_many_wake_word_names_is_a_bad_request(server: Server) -> None:
+    from wyoming_wis.wake.engine import MAX_NAMES
+
+    async with server.client() as client:
+        await client.write_event(Detect(names=[f"okay_nabu_v{n}" for n in range(500)]).event())
+        await client.write_event(AudioStart(rate=16000, width=2, channels=1).event())
+        error = (await read_until(client, "error", timeout=30))[-1]
+    assert error.data["code"] == "bad-request" and f"at most {MAX_NAMES}" in error.data["text"], error
+    assert len(error.data["text"]) < 200

@@ -23,6 +23,7 @@ pytestmark = pytest.mark.xtts
 pytest.importorskip("TTS", reason="the xtts extra is not installed (pip install 'wyoming-wis[xtts]')")
 
 import xtts_tiny  # noqa: E402
+from disks import full_dir, read_only_dir, temporary_files  # noqa: E402
 from helpers import (  # noqa: E402
     CORPUS,
     Pcm,
@@ -45,6 +46,7 @@ from wyoming_wis.core import XTTS_VOICES, Core  # noqa: E402
 from wyoming_wis.errors import (  # noqa: E402
     BadAudio,
     BadRequest,
+    CannotStore,
     UnknownSpeaker,
     UnknownVoice,
     UnsupportedLanguage,
@@ -489,3 +491,57 @@ def test_http_clones_like_wis_and_speaks_with_a_reference(xtts_server: Server) -
         assert bad.status_code == 415 and bad.json()["error"]["param"] == "reference_audio", bad.text
         missing = http.post(url + "/v1/audio/speech", data=form, files={"voice_sample": ("r.wav", lj_wav(4.0))})
         assert missing.status_code == 400 and missing.json()["error"]["param"] == "reference_audio"
+
+
+# -- where cloned voices are kept: the quota, and a data dir that refuses writes ------------
+
+
+def test_http_cloning_past_the_quota_is_refused_and_stores_nothing(model_dir: Path, tmp_path: Path) -> None:
+    """Willow's POST /api/tts?speaker= with --max-cloned-voices 2: the third new voice is a 507, before its
+    recording is decoded; replacing a voice is not refused."""
+    data = tmp_path / "data"
+    shutil.copytree(model_dir, data / "xtts" / MODEL)
+    args = ["--data-dir", str(data), "--asr-model", "tiny.en", "--xtts", MODEL, "--cpu-threads", "2"]
+    server = start_server([*args, "--max-cloned-voices", "2"], tmp_path / "server")
+    folder = data / XTTS_VOICES / MODEL
+    try:
+        with httpx.Client(base_url=server.http_url, timeout=120) as http:
+
+            def clone(name: str, audio: bytes) -> httpx.Response:
+                return http.post("/api/tts", params={"speaker": name}, files={"audio_file": ("v.wav", audio)})
+
+            for name in ("mum", "dad"):
+                assert clone(name, lj_wav(4.0)).status_code == 200
+            refused = clone("gran", lj_wav(4.0))
+            assert refused.status_code == 507, refused.text  # before: 200, and a third voice on disk
+            error = refused.json()["error"]
+            assert error["code"] == "cannot-store" and "at most 2 cloned voices" in error["message"], error
+            assert voice_files(folder) == {"mum.json", "mum.safetensors", "dad.json", "dad.safetensors"}
+            assert clone("mum", lj_wav(4.0, start=4.0)).status_code == 200  # a replacement takes no more room
+            long_name = clone("x" * 5000, lj_wav(4.0))
+            assert long_name.status_code == 400 and "(5000 characters)" in long_name.json()["error"]["message"]
+            assert len(long_name.text) < 500
+            voices = {voice["id"] for voice in http.get("/v1/audio/voices").json()["voices"]}
+            assert {"mum", "dad"} <= voices and "gran" not in voices
+            assert len(voice_files(folder)) == 4
+    finally:
+        code = server.stop()
+    assert code == 0 and "Cloned XTTS voice gran" not in server.log
+    assert_clean_log(server.log)
+
+
+@pytest.mark.parametrize("disk", ["read-only", "full"])
+async def test_cloning_into_a_data_dir_that_refuses_writes(model_dir: Path, tmp_path: Path, disk: str) -> None:
+    """The engine starts on a data dir it cannot write (before: a read-only one stopped it), refuses a clone
+    clearly, keeps nothing, and speaks on."""
+    with (read_only_dir if disk == "read-only" else full_dir)(tmp_path / "data") as data:
+        engine = new_engine(model_dir, data / XTTS_VOICES / MODEL, workers=1)
+        try:
+            with pytest.raises(CannotStore, match="data dir cannot be written") as refused:
+                await engine.clone("mum", lj_wav(4.0))
+            assert refused.value.code == "cannot-store"
+            assert engine.cloned_voices == [] and temporary_files(data) == []
+            assert not [path for path in data.rglob("*") if path.is_file() and path.name != ".filler"]
+            assert len(await engine.synthesize(TEXT, None, "en")) > 2000
+        finally:
+            engine.close()

@@ -2,9 +2,9 @@
 
 Whisper wants 16 kHz mono float32; clients send whatever rate, width and channel
 count they have. `PcmConverter` is stateful so audio that arrives in pieces is
-resampled as one continuous signal. `decode_file` reads any file FFmpeg reads;
-`Encoder` turns PCM into a file format piece by piece, so speech can be sent as
-it is made.
+resampled as one continuous signal. `decode_file` reads a file in one of
+UPLOAD_FORMATS; `Encoder` turns PCM into a file format piece by piece, so speech
+can be sent as it is made.
 """
 
 from __future__ import annotations
@@ -139,6 +139,30 @@ def chunks(pcm: bytes, size: int) -> Iterator[bytes]:
         yield pcm[start : start + size]
 
 
+# The containers an uploaded file may be in, by FFmpeg demuxer name, with what people call them: what OpenAI's
+# audio API takes (flac, mp3, mp4, mpeg, mpga, m4a, ogg, wav, webm), what a Willow device records (WAV, AMR-WB), and
+# what phones and browsers record. Each holds its audio itself: a demuxer that reads another file or a URL (concat,
+# hls, sdp, rtp, image2, ...) is not one of them. A name matches any of a demuxer's names: "mov" is
+# "mov,mp4,m4a,3gp,3g2,mj2", "matroska" is "matroska,webm".
+UPLOAD_FORMATS = {
+    "wav": "WAV",
+    "flac": "FLAC",
+    "mp3": "MP3",
+    "ogg": "Ogg",  # Vorbis, Opus or FLAC in it
+    "mov": "MP4/M4A",
+    "matroska": "WebM/Matroska",
+    "aac": "AAC",  # ADTS: raw AAC frames with headers
+    "aiff": "AIFF",
+    "caf": "CAF",
+    "amr": "AMR",
+    "mpeg": "MPEG",
+}
+# What FFmpeg may open for a client's file: those demuxers, and no protocol at all, so that nothing the file names
+# (a file, a socket) is opened beside the bytes handed to it.
+_READ_OPTIONS = {"format_whitelist": ",".join(UPLOAD_FORMATS), "protocol_whitelist": ""}
+_READ_NAMES = ", ".join(UPLOAD_FORMATS.values())  # for errors
+
+
 def decode_file(
     data: bytes,
     rate: int,
@@ -147,7 +171,7 @@ def decode_file(
     sample_format: str = "flt",
     reserve: Callable[[int], None] | None = None,
 ) -> np.ndarray:
-    """Any file PyAV reads, as mono samples at `rate` (`flt`: float32, `s16`: int16).
+    """A file in one of UPLOAD_FORMATS, as mono samples at `rate` (`flt`: float32, `s16`: int16).
 
     A small file may declare anything: 8 Hz FLAC frames of 65,535 samples each resample to hours.
     So each cost is checked before it is paid: the stream's declared rate and channels before
@@ -162,7 +186,7 @@ def decode_file(
     size = 0  # bytes of the result so far
     itemsize = 4 if sample_format == "flt" else 2
     try:
-        with av.open(io.BytesIO(data), mode="r") as container:
+        with _open(data, what) as container:
             if not container.streams.audio:
                 raise BadAudio(f"The {what} has no audio stream")
             stream = container.streams.audio[0]
@@ -190,6 +214,16 @@ def decode_file(
 
 
 _RESAMPLER_SLACK = 64  # samples a resampler may hand out beyond a frame's own, from its filter's delay
+
+
+def _open(data: bytes, what: str) -> av.container.InputContainer:
+    """A client's file, opened by the demuxers of UPLOAD_FORMATS only; BadAudio names them for any other."""
+    try:
+        return av.open(io.BytesIO(data), mode="r", container_options=_READ_OPTIONS)
+    except av.ArgumentError as err:  # FFmpeg's "Invalid argument": a format off the whitelist
+        raise BadAudio(f"Cannot read the {what}: its format is not one of {_READ_NAMES}") from err
+    except av.FFmpegError as err:  # no demuxer knows it, or its header is damaged
+        raise BadAudio(f"Cannot read the {what} as one of {_READ_NAMES}: {err.strerror}") from err
 
 
 def _take_any(_: int) -> None:
@@ -244,9 +278,17 @@ class AmrWbDecoder:
         return np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.float32)
 
 
+# The files written below are in formats the server chooses (WAV, ENCODINGS) from its own PCM: no client's bytes
+# are demuxed there, so they need no whitelist.
+
+
 def write_wav(path: Path, samples: np.ndarray, rate: int = WHISPER_RATE) -> None:
-    """Mono float32 samples as a 16-bit WAV file, replaced in one step (a reader never sees half)."""
-    with atomic_write(path) as file, av.open(file, "w", format="wav") as container:
+    """Mono float32 samples as a 16-bit WAV file, replaced in one step (a reader never sees half).
+
+    Made in memory, then written: a disk that refuses it fails one plain write (CannotStore), never FFmpeg's muxer,
+    which prints what it cannot hand back."""
+    wav = io.BytesIO()
+    with av.open(wav, "w", format="wav") as container:
         stream = container.add_stream("pcm_s16le", rate=rate, layout="mono")
         frame = av.AudioFrame.from_ndarray(samples.astype(np.float32).reshape(1, -1), format="flt", layout="mono")
         frame.sample_rate = rate
@@ -254,6 +296,8 @@ def write_wav(path: Path, samples: np.ndarray, rate: int = WHISPER_RATE) -> None
         if len(samples):  # FFmpeg refuses an empty frame
             container.mux(stream.encode(frame))
         container.mux(stream.encode(None))
+    with atomic_write(path) as file:
+        file.write(wav.getbuffer())
 
 
 @dataclass(frozen=True)

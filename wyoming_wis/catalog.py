@@ -32,7 +32,7 @@ from functools import partial
 from importlib import metadata
 from pathlib import Path
 
-from .errors import ModelNotFound
+from .errors import ModelNotFound, StartupError
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -137,7 +137,13 @@ class Catalog:
         if not bundled.parts:
             return _model_folder(_module_dir(bundled.module) / bundled.folder, name, source, version)
         target = self.writable_dir / "bundled" / name
-        _assemble(bundled, target)
+        try:
+            _assemble(bundled, target)
+        except OSError as err:  # a full or read-only data dir; _assemble leaves nothing behind
+            raise StartupError(
+                f"Cannot join bundled Whisper model {name!r} into {target} ({err.strerror or err}): the first "
+                f"--data-dir needs {bundled.size / 1e6:.0f} MB free and writable, once"
+            ) from err
         return Found(name, target, f"{source}, joined into {target}", version)
 
     def _whisper_from_hub(self, name: str, cache_dir: Path | None, offline: bool) -> Found | None:

@@ -13,6 +13,7 @@ import argparse
 import ipaddress
 import math
 import os
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -149,6 +150,17 @@ def _origin(text: str) -> str:
     return origin
 
 
+_HOST_NAME = re.compile(r"[a-z0-9_]([a-z0-9_.-]*[a-z0-9_])?")
+
+
+def _host_name(text: str) -> str:
+    """A host name as a browser's Host header spells it (no scheme, no port), in lower case; or *."""
+    name = text.strip().lower().rstrip(".")
+    if name != "*" and not _HOST_NAME.fullmatch(name):
+        raise argparse.ArgumentTypeError(f"expected * or a host name such as wis.example.com, got {text!r}")
+    return name
+
+
 @dataclass(frozen=True)
 class AsrSettings:
     """Speech to text: what the Whisper engines are loaded with and how they decode by default."""
@@ -259,6 +271,13 @@ class TtsSettings:
         "DATA_DIR/xtts/ or the Hugging Face cache (coqui/XTTS-v2). MODEL defaults to xtts-v2. Off by default.",
         optional_value=True,
         metavar="MODEL",
+    )
+    max_cloned_voices: int = setting(
+        "XTTS: the most cloned voices kept in the data dir (about 130 kB each); cloning one more is refused, "
+        "replacing one is not. 0 turns cloning off.",
+        default=32,  # a household's members and a few characters, with room to spare
+        type=_non_negative_int,
+        metavar="N",
     )
     speed: float = setting(
         f"How fast voices speak, from {MIN_SPEED:g} to {MAX_SPEED:g} (2 is twice as fast).",
@@ -477,8 +496,9 @@ class WyomingSettings:
     )
     idle_timeout: float = setting(
         "Close a Wyoming connection that sends nothing for this many seconds while the server waits for its next "
-        "event (time spent answering a transcription or synthesis does not count). Home Assistant opens a "
-        "connection per request and closes it once answered, so it is never cut.",
+        "event (time spent answering a transcription or synthesis does not count), or whose transcription's audio "
+        "falls this far behind the time taken to send it (a trickle). Home Assistant opens a connection per "
+        "request and streams as fast as it speaks, so it is never cut.",
         default=300.0,
         type=_positive_float,
         metavar="SECONDS",
@@ -548,6 +568,7 @@ class HttpSettings:
         "(/health and the API docs stay open). Better set in the environment, which ps does not show. "
         "Off by default.",
         metavar="KEY",
+        secret=True,
     )
     api_user: str | None = setting(
         "User name for HTTP Basic auth on the HTTP API (Willow devices send it from user:password@ in their URL); "
@@ -557,6 +578,7 @@ class HttpSettings:
     api_password: str | None = setting(
         "Password for HTTP Basic auth, with --api-user; better set in the environment.",
         metavar="PASSWORD",
+        secret=True,
     )
     cors_origin: list[str] = setting(
         "Web origin allowed to call the HTTP API from a browser (https://app.example.com:8443), or * for any. "
@@ -565,6 +587,17 @@ class HttpSettings:
         type=_origin,
         multiple=True,
         metavar="ORIGIN",
+    )
+    allowed_host: list[str] = setting(
+        "Name a browser may reach the HTTP API by (wis.example.com), besides those always allowed: IP addresses, "
+        "this machine's own names, and names nobody can register on the internet (one word such as "
+        "homeassistant; names ending in .local, .lan, .home, .internal, .home.arpa or .localhost). A browser "
+        "request to any other name is refused with 403, against DNS rebinding; clients that are not browsers are "
+        "not checked. Repeat, or separate with commas in the environment; * turns the check off.",
+        default=[],
+        type=_host_name,
+        multiple=True,
+        metavar="NAME",
     )
     ssl_cert: Path | None = setting(
         "PEM certificate (chain): serve the HTTP API over HTTPS.",
@@ -597,6 +630,13 @@ class HttpSettings:
         default=30.0,
         type=_positive_float,
         metavar="SECONDS",
+    )
+    max_http_connections: int = setting(
+        "Most HTTP connections open at once, no address holding more than half of them; more are answered 503 "
+        "and closed as they connect.",
+        default=256,
+        type=_positive_int,
+        metavar="N",
     )
 
     def __post_init__(self) -> None:
@@ -645,6 +685,7 @@ class RtcSettings:
     rtc_turn_password: str | None = setting(
         "Password for --rtc-turn; better set in the environment.",
         metavar="PASSWORD",
+        secret=True,
     )
     rtc_max_sessions: int = setting(
         "Most browser WebRTC connections open at once; more are refused with 429.",

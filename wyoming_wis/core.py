@@ -38,6 +38,7 @@ from .tts import Piece, PiperEngine, SpeechCache, SpeechParams, SpeechStream
 from .tts.phrasing import SAYABLE
 from .tts.stream import SpeechEngine
 from .tts.voices import VOICE_NAME, XTTS, Voice, VoiceRegistry, check_name
+from .values import quote
 from .wake import Heard, WakeEngine, WakeModels, WakeStream
 from .wake.engine import OnHeard
 
@@ -147,6 +148,7 @@ class Core:
                     workers=settings.tts.tts_workers,
                     queue_size=settings.queue_size,
                     voices_dir=catalog.writable_dir / XTTS_VOICES / found.name,
+                    max_voices=settings.tts.max_cloned_voices,
                     params=SpeechParams(settings.tts.speed, sentence_silence=settings.tts.sentence_silence),
                 )
             )
@@ -180,7 +182,7 @@ class Core:
             return self.default_asr
         engine = self.asr.get(name)
         if engine is None:
-            raise UnknownModel(f"Unknown speech-to-text model {name!r} (loaded: {', '.join(self.asr)})")
+            raise UnknownModel(f"Unknown speech-to-text model {quote(name)} (loaded: {', '.join(self.asr)})")
         return engine
 
     def resolve(self, request: AsrRequest) -> Decoding:
@@ -190,11 +192,12 @@ class Core:
         """
         engine = self.asr_engine(request.model)
         if request.beam_size is not None and not 1 <= request.beam_size <= MAX_BEAM_SIZE:
-            raise BadRequest(f"beam_size must be 1 to {MAX_BEAM_SIZE}; got {request.beam_size}")
+            raise BadRequest(f"beam_size must be 1 to {MAX_BEAM_SIZE}; got {quote(request.beam_size)}")
         if request.task is not None and request.task not in TASKS:
-            raise BadRequest(f"task must be one of {', '.join(TASKS)}; got {request.task!r}")
+            raise BadRequest(f"task must be one of {', '.join(TASKS)}; got {quote(request.task)}")
         if request.end_of_turn is not None and request.end_of_turn not in SENSITIVITIES:
-            raise BadRequest(f"vad_sensitivity must be one of {', '.join(SENSITIVITIES)}; got {request.end_of_turn!r}")
+            allowed = ", ".join(SENSITIVITIES)
+            raise BadRequest(f"vad_sensitivity must be one of {allowed}; got {quote(request.end_of_turn)}")
         return Decoding(engine.name, engine.options(request))
 
     def open_asr(self, request: AsrRequest, *, frontend: Frontend, on_text: OnText | None = None) -> AsrSession:
@@ -278,7 +281,9 @@ class Core:
         if request.voice:
             chosen = self.voices.get(request.voice)
             if chosen.engine != XTTS:
-                raise BadRequest(f"Voice {request.voice!r} is a Piper voice; a reference recording needs an XTTS voice")
+                raise BadRequest(
+                    f"Voice {quote(request.voice)} is a Piper voice; a reference recording needs an XTTS voice"
+                )
             engine = self.xtts[chosen.model.name]
         else:
             engine = next(iter(self.xtts.values()))
@@ -288,16 +293,18 @@ class Core:
         return SpeechStream(speech, None, self.settings.max_text_chars, params, None, language=request.language)
 
     async def clone_voice(self, name: str, audio: bytes, model: str | None = None) -> dict[str, Any]:
-        """A new voice from a recording (3-30 s, any format), stored, listed at once and after restarts.
+        """A new voice from a recording (3-30 s, audio.UPLOAD_FORMATS), stored, listed at once and after restarts.
 
         Cloning again under a cloned voice's name replaces that voice. Returns what
-        was stored: name, model, created, source_seconds, source_bytes.
+        was stored: name, model, created, source_seconds, source_bytes. A new voice
+        past --max-cloned-voices, or a data dir that refuses it, is CannotStore, with
+        nothing stored.
         """
         engine = self._xtts_for_cloning(model)
         check_name(name)
         await self.refresh_voices(force=True)
         if self.voices.taken(name) and name not in engine.cloned_voices:
-            raise BadRequest(f"A voice called {name!r} exists already; choose another name")
+            raise BadRequest(f"A voice called {quote(name)} exists already; choose another name")
         info = await engine.clone(name, audio)
         await self.refresh_voices(force=True)
         return info
@@ -310,7 +317,7 @@ class Core:
                 await asyncio.to_thread(engine.remove, name)
                 await self.refresh_voices(force=True)
                 return
-        raise UnknownVoice(f"No cloned voice {name!r} (cloned voices: {', '.join(self.cloned_voices) or 'none'})")
+        raise UnknownVoice(f"No cloned voice {quote(name)} (cloned voices: {', '.join(self.cloned_voices) or 'none'})")
 
     @property
     def cloned_voices(self) -> list[str]:
@@ -323,7 +330,7 @@ class Core:
             return next(iter(self.xtts.values()))
         engine = self.xtts.get(model)
         if engine is None:
-            raise UnknownModel(f"Unknown XTTS model {model!r} (loaded: {', '.join(self.xtts)})")
+            raise UnknownModel(f"Unknown XTTS model {quote(model)} (loaded: {', '.join(self.xtts)})")
         return engine
 
     async def _engine(self, voice: Voice) -> SpeechEngine:

@@ -2,8 +2,9 @@
 
 Home Assistant keys a discovered server by its mDNS instance name, so the
 name must survive restarts (and container re-creation): unless the user gives
-one, it is generated once and kept in the data dir. The announced address is a
-real one, never the 0.0.0.0 the server may be bound to.
+one, it is generated once and kept in the data dir. A data dir that cannot keep
+it (full, read-only) costs the name's permanence, never the announcement. The
+announced address is a real one, never the 0.0.0.0 the server may be bound to.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 import ifaddr
 from zeroconf.asyncio import AsyncServiceInfo, AsyncZeroconf
 
+from .errors import CannotStore
 from .files import atomic_write
 
 _LOGGER = logging.getLogger(__name__)
@@ -60,7 +62,8 @@ class Announcement:
 
 
 def stable_name(data_dir: Path) -> str:
-    """A name made once per data dir, so restarts keep the same identity."""
+    """A name made once per data dir, so restarts keep the same identity; one made for this run if the data dir
+    cannot keep it."""
     path = data_dir / _NAME_FILE
     try:
         name = path.read_text(encoding="utf-8").strip()
@@ -68,9 +71,20 @@ def stable_name(data_dir: Path) -> str:
             return name
     except FileNotFoundError:
         pass
+    except (OSError, UnicodeDecodeError) as err:  # unreadable, or not text: a new name replaces it
+        _LOGGER.warning("Cannot read the zeroconf name in %s (%s); making a new one", path, err)
     name = f"wyoming-wis-{secrets.token_hex(3)}"
-    with atomic_write(path) as file:  # a crash while writing leaves no empty name behind
-        file.write(f"{name}\n".encode())
+    try:
+        with atomic_write(path) as file:  # a crash while writing leaves no empty name behind
+            file.write(f"{name}\n".encode())
+    except CannotStore as err:
+        _LOGGER.warning(
+            "Cannot keep the zeroconf name in %s (%s): announcing %s for this run only, so Home Assistant may find "
+            "this server again as a new one after a restart; --zeroconf NAME gives it a name of its own",
+            path,
+            err.__cause__,
+            name,
+        )
     return name
 
 

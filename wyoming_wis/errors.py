@@ -77,6 +77,12 @@ class Busy(WisError):
         self.retry_after = retry_after  # seconds until a retry may succeed, for HTTP's Retry-After
 
 
+class CannotStore(WisError):
+    """Nothing was stored: the data dir is full or read-only, or the quota of what a client may store is spent."""
+
+    code = "cannot-store"
+
+
 class ShuttingDown(WisError):
     """The server stops (SIGTERM) while the request is open; another replica, or this one restarted, will answer."""
 

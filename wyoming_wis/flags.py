@@ -11,6 +11,7 @@ the field's default.
 from __future__ import annotations
 
 import argparse
+import shlex
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import MISSING, Field, dataclass, field, fields
 from typing import Any, TypeVar
@@ -36,6 +37,7 @@ class Option:
     switch: bool = False  # flag without a value
     optional_value: bool = False  # `--flag` alone or `--flag VALUE`
     metavar: str | None = None
+    secret: bool = False  # a key or a password: never shown (`described`)
 
     @property
     def dest(self) -> str:
@@ -65,8 +67,10 @@ def setting(
     multiple: bool = False,
     switch: bool = False,
     optional_value: bool = False,
+    secret: bool = False,
 ) -> Any:
-    """A field that is a setting; its name makes the flag. A `multiple` setting's value is a fresh list."""
+    """A field that is a setting; its name makes the flag. A `multiple` setting's value is a fresh list; a `secret`
+    one (a key, a password) is never shown."""
     spelling = {
         "help": help,
         "type": type,
@@ -74,6 +78,7 @@ def setting(
         "multiple": multiple,
         "switch": switch,
         "optional_value": optional_value,
+        "secret": secret,
     }
     if multiple:
         return field(default_factory=lambda: list(default or ()), metadata={_OPTION: spelling})
@@ -196,3 +201,23 @@ def _from_env(option: Option, text: str) -> Any:
             raise ValueError("expected at least one value")
         return values
     return option.type(text)
+
+
+HIDDEN = "***"  # what `described` shows of a secret's value
+
+
+def described(root: object, declared: Sequence[Option]) -> str:
+    """The settings of `root` that differ from their defaults, as the flags that would set them (`--beam-size 1
+    --api-key ***`), wherever each came from (a flag or the environment): what the server logs when it starts, so
+    the log says what it runs with and never a key or a password."""
+    words: list[str] = []
+    for option in declared:
+        value = option.of(root)
+        if value == option.default:
+            continue
+        for item in value if option.multiple else [value]:
+            if option.switch or item == "":
+                words.append(option.flag)
+            else:
+                words += [option.flag, HIDDEN if option.secret else shlex.quote(str(item))]
+    return " ".join(words)

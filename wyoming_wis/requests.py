@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 MAX_BEAM_SIZE = 10  # wider searches cost much and rarely change a voice command
+MAX_REFERENCE_BYTES = 10 * 1024 * 1024  # of a recording to clone a voice from (SpeechRequest.reference, XTTS)
 TASKS = ("transcribe", "translate")  # what Whisper does with speech; translate: to English
 # How soon the server ends a speaker's turn, in Home Assistant's names (`vad_sensitivity`); the first is the default.
 SENSITIVITIES = ("default", "relaxed", "aggressive")
@@ -48,7 +49,7 @@ class SpeechRequest:
     language: str | None = None  # picks a voice when none is named; what XTTS speaks
     speed: float | None = None  # 2.0 speaks twice as fast; None: the voice's own
     cached: bool = True  # False: neither read nor write the speech cache
-    reference: bytes | None = None  # a recording (any format) to clone a voice from, for this request only (XTTS)
+    reference: bytes | None = None  # a recording to clone a voice from, for this request only (XTTS)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -16,10 +16,11 @@ import http_api
 import rtc
 
 from . import __version__, memory, metrics
-from .config import Settings
+from .config import OPTIONS, Settings
 from .core import Core
 from .discovery import Announcement, announce_address, stable_name
 from .errors import StartupError
+from .flags import described
 from .wyoming import WyomingHandler
 from .wyoming.server import server_for
 
@@ -29,6 +30,8 @@ _LOGGER = logging.getLogger("wyoming_wis")
 async def serve(settings: Settings) -> None:
     """Load models, open every URI, announce, and run until SIGINT/SIGTERM."""
     _LOGGER.info("wyoming-wis %s starting", __version__)
+    # What it runs with, from flags and the environment alike; keys and passwords hidden.
+    _LOGGER.info("Settings: %s", described(settings, OPTIONS) or "the defaults")
     # HTTP opens first and answers 503 while the models load; Wyoming ports open once they are loaded.
     http = None if settings.http.no_http else http_app(settings)
     host, port = settings.http.http_host, settings.http.http_port

@@ -31,6 +31,7 @@ from ..requests import AsrRequest
 from ..runtime import Runtime
 from ..scheduler import Scheduler
 from ..served import WHISPER, Calls, Entry
+from ..values import quote
 from . import assemble
 from .assemble import Transcript
 from .batcher import Batcher, Slot
@@ -139,7 +140,7 @@ class WhisperEngine:
             code = OLDER_CODES[code]
         if code not in self.languages:
             raise UnsupportedLanguage(
-                f"Model {self.name!r} does not support language {requested!r}"
+                f"Model {self.name!r} does not support language {quote(requested)}"
                 + ("" if self.multilingual else " (it is English-only)")
             )
         return code

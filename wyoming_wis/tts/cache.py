@@ -6,6 +6,8 @@ shaped it: engine, voice and its version, speaker, speech parameters, format
 and text. Entries are written atomically, carry a checksum (a damaged one is
 deleted, never served), expire after a time to live, and the oldest go first
 when the cache passes its size cap. File work runs in threads, off the loop.
+A disk that refuses an entry (full, read-only) costs the cache, never the
+speech: it is said once in the log, and writing is tried again a while later.
 """
 
 from __future__ import annotations
@@ -18,13 +20,17 @@ import os
 import struct
 import threading
 import time
+from contextlib import suppress
 from pathlib import Path
 
+from ..errors import CannotStore
 from ..files import atomic_write
 
 _LOGGER = logging.getLogger(__name__)
 _MAGIC = b"WISPCM1\n"
 _HEADER = struct.Struct("<32sQ")  # sha256 of the audio, its length
+RETRY_WRITE_SECONDS = 60.0  # after the disk refused an entry, none is written for this long: a full disk is not
+# tried (and a temporary file made) for every phrase, and one freed again is used again without a restart
 
 
 def cache_key(**parts: object) -> str:
@@ -40,7 +46,7 @@ class SpeechCache:
         self._lock = threading.Lock()
         self._size: int | None = None  # bytes on disk, counted on first use
         self.hits = self.misses = 0
-        self._write_failed = False  # warned once about it
+        self._refused_until: float | None = None  # time.monotonic() before which no entry is written; None: writing
 
     async def get(self, key: str) -> bytes | None:
         audio = await asyncio.to_thread(self._read, key)
@@ -52,12 +58,21 @@ class SpeechCache:
 
     async def put(self, key: str, audio: bytes) -> None:
         """Keep `audio`, if the disk lets us: a full or read-only disk costs the cache, never the speech."""
+        if self._refused_until is not None and time.monotonic() < self._refused_until:
+            return
         try:
             await asyncio.to_thread(self._write, key, audio)
-        except OSError as err:
-            if not self._write_failed:  # once: a full disk would otherwise log every phrase
-                _LOGGER.warning("Speech cache in %s cannot be written (%s); speech is still served", self.folder, err)
-            self._write_failed = True
+        except (CannotStore, OSError) as err:
+            if self._refused_until is None:  # once, not for every phrase
+                reason = err.__cause__ or err
+                _LOGGER.warning(
+                    "Speech cache in %s cannot be written (%s); speech is still served", self.folder, reason
+                )
+            self._refused_until = time.monotonic() + RETRY_WRITE_SECONDS
+            return
+        if self._refused_until is not None:
+            _LOGGER.info("Speech cache in %s can be written again", self.folder)
+            self._refused_until = None
 
     def _path(self, key: str) -> Path:
         return self.folder / key[:2] / f"{key}.pcm"
@@ -75,7 +90,8 @@ class SpeechCache:
                 _LOGGER.warning("Discarding damaged speech cache entry %s", path)
             self._remove(path)
             return None
-        os.utime(path)  # recently used: evicted last
+        with suppress(OSError):  # a read-only disk still serves what it holds
+            os.utime(path)  # recently used: evicted last
         return audio
 
     def _write(self, key: str, audio: bytes) -> None:
@@ -112,7 +128,11 @@ class SpeechCache:
             self._size = total
 
     def _measure(self) -> int:
-        return sum(path.stat().st_size for path in self.folder.glob("*/*.pcm"))
+        total = 0
+        for path in self.folder.glob("*/*.pcm"):
+            with suppress(OSError):  # removed meanwhile, by an eviction here or another server sharing the dir
+                total += path.stat().st_size
+        return total
 
     def _remove(self, path: Path) -> None:
         try:

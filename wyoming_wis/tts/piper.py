@@ -39,6 +39,7 @@ from ..errors import UnknownSpeaker
 from ..runtime import Runtime
 from ..scheduler import Scheduler
 from ..served import PIPER, Entry
+from ..values import quote
 from .params import SpeechParams
 from .phrasing import split
 from .stream import Utterance, voice_model_entry
@@ -101,7 +102,7 @@ class PiperEngine:
         if speaker.isdigit() and int(speaker) < self.voice.config.num_speakers:
             return int(speaker)
         known = ", ".join(self.speakers) if self.speakers else "none, it has one speaker"
-        raise UnknownSpeaker(f"Voice {self.name!r} has no speaker {speaker!r} (speakers: {known})")
+        raise UnknownSpeaker(f"Voice {self.name!r} has no speaker {quote(speaker)} (speakers: {known})")
 
     async def stream(self, utterance: Utterance) -> AsyncIterator[bytes]:
         """16-bit mono PCM at `format.rate`, then `sentence_silence`, in pieces.

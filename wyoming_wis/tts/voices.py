@@ -43,6 +43,7 @@ from ..catalog import Catalog, Found
 from ..errors import BadRequest, UnknownVoice
 from ..languages import matches
 from ..served import PIPER, XTTS
+from ..values import quote
 from .params import SpeechParams
 from .piper import describe
 
@@ -75,8 +76,8 @@ class Voice:
 
 def check_name(name: str) -> str:
     """A voice name that can never name a file outside the voice folders."""
-    if not VOICE_NAME.match(name):
-        raise BadRequest(f"Invalid voice name {name!r}: use letters, digits, '_', '-' and '.'")
+    if not VOICE_NAME.fullmatch(name):
+        raise BadRequest(f"Invalid voice name {quote(name)}: use letters, digits, '_', '-' and '.'")
     return name
 
 
@@ -179,7 +180,7 @@ class VoiceRegistry:
         if language:
             voice = self._speaking(language)
             if voice is None:
-                raise UnknownVoice(f"No voice for language {language!r} (voices: {', '.join(self._voices)})")
+                raise UnknownVoice(f"No voice for language {quote(language)} (voices: {', '.join(self._voices)})")
             return voice
         return self._voices[self.default]
 
@@ -236,7 +237,7 @@ def _custom(name: str, entry: dict[str, Any], models: dict[str, Voice]) -> Voice
     SpeechParams().but(**manner)  # out of range: refused now, not at the first request
     speaker = entry.get("speaker")
     if speaker is not None and str(speaker) not in base.speakers:
-        raise UnknownVoice(f"{entry['model']!r} has no speaker {speaker!r}")
+        raise UnknownVoice(f"{entry['model']!r} has no speaker {quote(speaker)}")
     description = str(entry.get("description") or f"{base.description}, as {name}")
     return Voice(name, base.model, base.languages, [], speaker, manner, description, base.engine)
 

@@ -35,6 +35,7 @@ from ..errors import TextTooLong, UnknownSpeaker, UnsupportedLanguage
 from ..runtime import Runtime
 from ..scheduler import Scheduler
 from ..served import XTTS, Entry
+from ..values import quote
 from .params import SpeechParams
 from .stream import Utterance, voice_model_entry
 from .xtts_voices import VoiceStore, XttsVoice, check_reference_size, decode_reference
@@ -56,6 +57,7 @@ class XttsEngine:
         workers: int,
         queue_size: int,
         voices_dir: Path,
+        max_voices: int | None = None,
         params: SpeechParams | None = None,
         stream_chunk_tokens: int = STREAM_CHUNK_TOKENS,
     ) -> None:
@@ -82,7 +84,9 @@ class XttsEngine:
         # HiFi-GAN upsamples by output_hop_length, so one GPT token is code_stride_len input samples.
         self._overlap = min(1024, args.gpt_code_stride_len * args.output_sample_rate // args.input_sample_rate)
         self._builtin = _builtin_voices(self.model)
-        self.store = VoiceStore(voices_dir, model=found.name, width=args.gpt_n_model_channels, studio=self._builtin)
+        self.store = VoiceStore(
+            voices_dir, model=found.name, width=args.gpt_n_model_channels, studio=self._builtin, max_voices=max_voices
+        )
         stat = (folder / "model.pth").stat()  # a changed model must not be mistaken for the old one
         self.identity = f"{found.name}:{folder}:{stat.st_size}:{stat.st_mtime_ns}"
         self.description = f"XTTS-v2 {found.name} ({len(self.languages)} languages, voice cloning)"
@@ -121,7 +125,9 @@ class XttsEngine:
         voice = voices.get(speaker) or self._builtin.get(speaker)
         if voice is None:
             known = ", ".join(self.speakers[:20]) + (", ..." if len(self.speakers) > 20 else "")
-            raise UnknownSpeaker(f"XTTS model {self.name!r} has no speaker {speaker!r} (speakers: {known or 'none'})")
+            raise UnknownSpeaker(
+                f"XTTS model {self.name!r} has no speaker {quote(speaker)} (speakers: {known or 'none'})"
+            )
         return voice
 
     def speaker_id(self, speaker: str | None) -> tuple[str, str]:
@@ -138,7 +144,7 @@ class XttsEngine:
             if candidate in self.languages:
                 return candidate
         raise UnsupportedLanguage(
-            f"XTTS model {self.name!r} does not speak {language!r} (languages: {', '.join(self.languages)})"
+            f"XTTS model {self.name!r} does not speak {quote(language)} (languages: {', '.join(self.languages)})"
         )
 
     # -- speaking -----------------------------------------------------------
@@ -200,7 +206,7 @@ class XttsEngine:
         for sentence in _sentences(text, limit):
             # coqui asserts this deep inside; a clear error here instead
             if len(tokenizer.encode(sentence.lower(), lang=language)) >= config.model_args.gpt_max_text_tokens:
-                raise TextTooLong(f"A sentence is too long for XTTS: {sentence[:60]!r}...")
+                raise TextTooLong(f"A sentence is too long for XTTS: {quote(sentence)}")
             chunks = self.model.inference_stream(
                 sentence,
                 language,
@@ -235,7 +241,7 @@ class XttsEngine:
     # -- cloning ------------------------------------------------------------
 
     async def clone(self, name: str, audio: bytes) -> dict[str, Any]:
-        """Store a new voice (or replace a cloned one) from a recording of 3-30 s in any format PyAV reads."""
+        """Store a new voice (or replace a cloned one) from a recording of 3-30 s in one of audio.UPLOAD_FORMATS."""
         name = self.store.check_new_name(name)
         check_reference_size(audio)
         return await self.scheduler.run(self._clone_sync, name, audio)

@@ -4,6 +4,9 @@ A cloned voice is its conditioning latents, computed once from the reference
 recording and stored as `folder/NAME.safetensors` with a `NAME.json` sidecar,
 so it costs nothing at speaking time and survives a restart. Servers that share
 a data dir share the folder, and each picks up the others' changes on `rescan`.
+The folder holds at most `max_voices` (--max-cloned-voices): a new voice past
+them is refused before its recording is decoded, and again, exactly, under the
+store's lock before a byte is written; replacing a voice takes no more room.
 Each voice carries a digest of its latents: the speech cache keys on it, so a
 voice cloned again under the same name never gets the old voice's cached speech.
 
@@ -19,6 +22,7 @@ import logging
 import threading
 import time
 from collections.abc import Collection, Mapping
+from contextlib import suppress
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -28,13 +32,14 @@ import numpy as np
 from safetensors.numpy import load_file, save
 
 from ..audio import decode_file
-from ..errors import AudioTooLong, BadAudio, BadRequest, StartupError, UnknownSpeaker
-from ..files import atomic_write
+from ..errors import AudioTooLong, BadAudio, BadRequest, CannotStore, UnknownSpeaker
+from ..files import atomic_write, refused
+from ..requests import MAX_REFERENCE_BYTES
+from ..values import quote
 from .voices import check_name, file_stamp
 
 _LOGGER = logging.getLogger(__name__)
 
-MAX_REFERENCE_BYTES = 10 * 1024 * 1024
 MIN_REFERENCE_SECONDS = 3.0
 MAX_REFERENCE_SECONDS = 30.0
 _SUFFIX = ".safetensors"
@@ -64,17 +69,17 @@ class XttsVoice:
 class VoiceStore:
     """The cloned voices of one XTTS model: read from its folder, kept in memory, written back whole."""
 
-    def __init__(self, folder: Path, *, model: str, width: int, studio: Collection[str]) -> None:
+    def __init__(
+        self, folder: Path, *, model: str, width: int, studio: Collection[str], max_voices: int | None = None
+    ) -> None:
         """`width` is the model's GPT width, so a voice made for another model is refused; `studio` names the
-        model's studio speakers, which no cloned voice may take."""
-        self.folder = Path(folder)
+        model's studio speakers, which no cloned voice may take; `max_voices` is how many the folder may hold
+        (None: no limit, for tools and tests)."""
+        self.folder = Path(folder)  # made with the first voice stored: a read-only data dir still serves the rest
         self.model = model
+        self.max_voices = max_voices
         self._width = width
         self._studio = frozenset(studio)
-        try:
-            self.folder.mkdir(parents=True, exist_ok=True)
-        except OSError as err:
-            raise StartupError(f"Cannot create the XTTS voices dir {self.folder}: {err}") from err
         self._lock = threading.Lock()  # guards _voices and _files, changed by saves, removals and rescans
         self._voices: dict[str, XttsVoice] = {}  # replaced whole on each change, so readers need no lock
         self._files: dict[str, tuple[int, int]] = {}  # the stored file each voice was read from
@@ -91,7 +96,8 @@ class VoiceStore:
             raise BadRequest(f"A voice name must be a string, got {type(name).__name__}")
         check_name(name)
         if name in self._studio:
-            raise BadRequest(f"{name!r} is a studio speaker of XTTS model {self.model!r}; choose another name")
+            raise BadRequest(f"{quote(name)} is a studio speaker of XTTS model {self.model!r}; choose another name")
+        self._check_room(name)
         return name
 
     def save(self, voice: XttsVoice, source_seconds: float, source_bytes: int) -> dict[str, Any]:
@@ -103,13 +109,25 @@ class VoiceStore:
             "source_seconds": round(source_seconds, 3),
             "source_bytes": source_bytes,
         }
-        path = self._path(voice.name, _SUFFIX)
+        path, sidecar = self._path(voice.name, _SUFFIX), self._path(voice.name, _SIDECAR)
         arrays = {key: np.ascontiguousarray(getattr(voice, key)) for key in _LATENT_KEYS}
         with self._lock:
-            with atomic_write(self._path(voice.name, _SIDECAR)) as file:
-                file.write(json.dumps(info, indent=2).encode())
-            with atomic_write(path) as file:
-                file.write(save(arrays))
+            self._check_room(voice.name)  # again: another clone may have been stored since check_new_name
+            # The voice first, then what it was made from: a disk that refuses the second leaves a voice that
+            # works and says so in the log, never a description of a voice that is not there.
+            try:
+                with atomic_write(path) as file:
+                    file.write(save(arrays))
+            except CannotStore as err:
+                _LOGGER.warning("Cannot store cloned voice %s in %s: %s", voice.name, self.folder, err.__cause__)
+                raise
+            try:
+                with atomic_write(sidecar) as file:
+                    file.write(json.dumps(info, indent=2).encode())
+            except CannotStore as err:
+                with suppress(OSError):
+                    sidecar.unlink(missing_ok=True)  # it describes the recording this one replaced
+                _LOGGER.warning("Stored cloned voice %s without %s: %s", voice.name, sidecar, err.__cause__)
             self._voices = dict(sorted({**self._voices, voice.name: voice}.items()))
             stamp = file_stamp(path)
             if stamp is not None:
@@ -120,11 +138,14 @@ class VoiceStore:
         """Forget a voice and delete its files; blocking (file system)."""
         with self._lock:
             if name not in self._voices:
-                raise UnknownSpeaker(f"XTTS model {self.model!r} has no cloned voice {name!r}")
+                raise UnknownSpeaker(f"XTTS model {self.model!r} has no cloned voice {quote(name)}")
+            try:
+                for suffix in (_SUFFIX, _SIDECAR):
+                    self._path(name, suffix).unlink(missing_ok=True)
+            except OSError as err:  # a read-only data dir: the voice stays, here and after a restart
+                raise refused(err) from err
             self._voices = {key: voice for key, voice in self._voices.items() if key != name}
             self._files.pop(name, None)
-            for suffix in (_SUFFIX, _SIDECAR):
-                self._path(name, suffix).unlink(missing_ok=True)
 
     def rescan(self) -> None:
         """Pick up voices cloned or removed by another server sharing the folder; cheap when none were."""
@@ -139,6 +160,19 @@ class VoiceStore:
                 if voice is not None:
                     voices[name] = voice
             self._voices, self._files = dict(sorted(voices.items())), stamps
+
+    def _check_room(self, name: str) -> None:
+        """Refuse a new voice when the folder holds `max_voices` (each about 130 kB for XTTS-v2); a voice of a
+        name it holds replaces that one."""
+        limit, held = self.max_voices, len(self._files)
+        if limit is None or name in self._files or held < limit:
+            return
+        if limit == 0:
+            raise CannotStore("Voice cloning is off on this server (--max-cloned-voices 0)")
+        raise CannotStore(
+            f"This server keeps at most {limit} cloned voices (--max-cloned-voices) and has {held}: clone under "
+            f"one of their names to replace it, or remove one"
+        )
 
     def _path(self, name: str, suffix: str) -> Path:
         return self.folder / f"{name}{suffix}"
@@ -172,7 +206,7 @@ def check_reference_size(audio: bytes) -> None:
 
 
 def decode_reference(audio: bytes, rate: int) -> np.ndarray:
-    """A recording in any format PyAV reads, as mono float32 at `rate`, checked for size, length and silence."""
+    """A recording in one of audio.UPLOAD_FORMATS, as mono float32 at `rate`, checked for size, length and silence."""
     check_reference_size(audio)
     try:
         samples = decode_file(audio, rate, MAX_REFERENCE_SECONDS, "reference audio")

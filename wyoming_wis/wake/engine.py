@@ -29,9 +29,10 @@ import numpy as np
 from ..audio import NATIVE, AudioFormat, s16
 from ..budget import Hold
 from ..config import WakeSettings
-from ..errors import AudioTooLong, Busy, UnknownWakeWord
+from ..errors import AudioTooLong, BadRequest, Busy, UnknownWakeWord
 from ..scheduler import Scheduler
 from ..served import Entry
+from ..values import quote
 from .listener import Heard, Listener, footprint
 from .models import MICRO, OPEN, WakeModel, WakeModels
 
@@ -40,6 +41,10 @@ _LOGGER = logging.getLogger(__name__)
 MAX_KEPT_BYTES = 256 * 1024  # of a stream's audio waiting to be heard (8 s at 16 kHz); past it, `feed` waits
 ROUND_SECONDS = 1.0  # of a stream's audio heard in one round: a file delays the others in its round little
 DEFAULT_WAKE_WORD = "okay_nabu"  # for a `detect` that names none, as both peers do (if offered)
+# Names one request may list: a satellite names one or two, and the bundled models are nine, each with a few
+# spellings. Each name costs a lookup (a model only one detector, however it is named); a longer list is refused
+# before any is looked up.
+MAX_NAMES = 64
 
 OnHeard = Callable[[Heard], Awaitable[None]]
 
@@ -64,21 +69,26 @@ class WakeEngine:
         self.models.refresh()
 
     def resolve(self, names: Sequence[str]) -> list[tuple[str, WakeModel]]:
-        """The models a request names (each as named), or else okay_nabu, or else the first offered; a name not
-        offered is an error."""
+        """The models a request names, or else okay_nabu, or else the first offered; a name not offered is an error.
+
+        One detector per model, however many spellings name it (`okay_nabu`, `OKAY_NABU`, `ok_nabu_v0.1`): its
+        detections carry the name the request gave it first.
+        """
+        if len(names) > MAX_NAMES:
+            raise BadRequest(f"Too many wake words: {len(names)} named, at most {MAX_NAMES} may be")
         offered = self.models.models
         if not names:
             names = [DEFAULT_WAKE_WORD if DEFAULT_WAKE_WORD in offered or not offered else next(iter(offered))]
-        chosen: list[tuple[str, WakeModel]] = []
-        for name in dict.fromkeys(names):
+        chosen: dict[str, tuple[str, WakeModel]] = {}  # by model
+        for name in names:
             found = self.models.find(name)
             if found is None:
                 loaded = ", ".join(offered) or "none (--wake-model)"
-                raise UnknownWakeWord(f"Unknown wake word {name!r} (loaded: {loaded})")
-            chosen.append(found)
+                raise UnknownWakeWord(f"Unknown wake word {quote(name)} (loaded: {loaded})")
+            chosen.setdefault(found[1].name, found)
         if self.settings.wake_cutoff is not None:
-            chosen = [(name, replace(model, cutoff=self.settings.wake_cutoff)) for name, model in chosen]
-        return chosen
+            return [(name, replace(model, cutoff=self.settings.wake_cutoff)) for name, model in chosen.values()]
+        return list(chosen.values())
 
     def open(self, names: Sequence[str], hold: Hold, on_heard: OnHeard, max_seconds: float = math.inf) -> WakeStream:
         chosen = self.resolve(names)

@@ -10,12 +10,24 @@ Unless --external-vad, the server ends each speaker's turn itself: the transcrip
 goes out as soon as the session judges the turn over (`_answer_turn`), before any
 `audio-stop`; the rest of that turn's audio is dropped, and its `audio-stop`, if
 one comes, has nothing left to answer.
+
+A transcription's life is bounded by its audio: the time spent waiting for its
+client's events may run ahead of the audio they bring by at most --idle-timeout
+(`_patience`). A satellite or Home Assistant streams at the pace it is spoken (or
+faster, for what it buffered) and never comes near it; a client that trickles a few
+bytes at a time just under the idle timeout is as good as silent, and is closed as
+if it were. The whole wait is then at most --max-audio-seconds plus --idle-timeout.
+The time spent answering does not count, so an overloaded server cuts no one off.
+A wake word stream is not bounded so: Home Assistant streams to it until a
+detection, all day if no one speaks; the connection slots' fairness (server.py)
+keeps such streams from locking other addresses out.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
@@ -41,6 +53,8 @@ from ..errors import BadRequest, Busy, ShuttingDown, Timeout, UnknownProgram, Wi
 from ..requests import AsrRequest, SpeechRequest, WakeRequest
 from ..scheduler import patience
 from ..served import ASR
+from ..shares import owner
+from ..values import quote
 from .info import PROGRAM_NAME, build_info
 from .reader import EventLimits, Idle, read_event
 
@@ -74,8 +88,10 @@ class WyomingHandler(AsyncEventHandler):
         self.settings = settings
         self._streams_transcripts = core.served().partial_results  # transcript-start/chunk/stop around the text
         self.peer = _peer(writer)
-        self.host = host_of(writer)  # connection slots are shared fairly by address
+        self.host = host_of(writer)
+        self.owner = owner(self.host)  # connection slots are shared fairly by owner (server.py)
         self.last_event = time.monotonic()
+        self.evicted = False  # closed to give its slot to another owner: no longer counted as holding it
         # Chosen with select-program for the rest of the connection.
         self.asr_model: str | None = None
         self.voice: str | None = None
@@ -84,6 +100,7 @@ class WyomingHandler(AsyncEventHandler):
         self._transcript_started = False  # transcript-start sent for this request
         self._turn: asyncio.Task[None] | None = None  # answers the request when the server ends the turn
         self._turn_over = False  # answered at the end of the turn: its later audio is dropped
+        self._waited = 0.0  # seconds spent waiting for the client's events since the session opened
         # Wake word detection: the names of the last detect, until a transcribe; the stream of the audio now.
         self._wake_names: tuple[str, ...] | None = None
         self._wake: WakeStream | None = None
@@ -108,13 +125,29 @@ class WyomingHandler(AsyncEventHandler):
         self.reader.feed_eof()
 
     async def run(self) -> None:
+        """Answer the connection's events in turn, yielding to the event loop after each.
+
+        Events a client sends without waiting for the answers are buffered, and answered back to back they held the
+        loop (pings from four connections delayed `describe` on another by 7 s); with the yield, about 2 µs an
+        event, each connection answers one in turn. What one connection may queue is bounded both ways: unread
+        bytes by the stream reader (past twice its limit, --max-event-line-bytes, it stops reading the socket, but
+        for the data and payload of the event being read, up to --max-event-data-bytes and
+        --max-event-payload-bytes), and answers by the send buffers (SEND_BUFFER_BYTES and the transport's own):
+        once they are full the next answer waits, and nothing more is read, until the client takes some, or
+        --send-timeout drops it.
+        """
         settings = self.settings
         limits = EventLimits(settings.max_event_data_bytes, settings.max_event_payload_bytes, settings.event_timeout)
         try:
             while True:
+                patience = self._patience()
+                began = time.monotonic()
                 try:
-                    event = await read_event(self.reader, limits, settings.idle_timeout)
+                    event = await read_event(self.reader, limits, patience)
                 except Idle:  # counted while waiting for the next event, not while one is answered
+                    if patience < settings.idle_timeout:  # a transcription fell behind: it fails, as any request
+                        await self._fall_behind()
+                        continue
                     _LOGGER.debug("Closing a connection idle for %s s", settings.idle_timeout)
                     await self._send_last_error(Timeout(f"Idle for {settings.idle_timeout:g} s (--idle-timeout)"))
                     break
@@ -125,6 +158,8 @@ class WyomingHandler(AsyncEventHandler):
                 if event is None or self._stopping:
                     break
                 self.last_event = time.monotonic()
+                if self._session is not None:
+                    self._waited += self.last_event - began
                 if self._hung_up:  # closing now would reset the connection and lose the error with it
                     if AudioStop.is_type(event.type) or SynthesizeStop.is_type(event.type):
                         break
@@ -137,6 +172,7 @@ class WyomingHandler(AsyncEventHandler):
                     self._answering = False
                 if self._stopping:
                     break
+                await asyncio.sleep(0)  # the next event buffered waits for every other connection's turn
         except ConnectionError:
             pass  # the client went away while we wrote to it
         finally:
@@ -145,10 +181,29 @@ class WyomingHandler(AsyncEventHandler):
             await self.disconnect()
             self.writer.close()
 
+    def _patience(self) -> float:
+        """How long the next event may take to start: --idle-timeout, less what an open transcription's audio is
+        behind the time spent waiting for it (see the module's docstring)."""
+        idle = self.settings.idle_timeout
+        if self._session is None:
+            return idle
+        return max(0.0, idle - max(0.0, self._waited - self._session.seconds))
+
+    async def _fall_behind(self) -> None:
+        """End the open transcription, whose audio fell --idle-timeout behind, as a failed request ends: the
+        client, still sending, reads the error and then the end of the stream."""
+        idle = self.settings.idle_timeout
+        err = Timeout(
+            f"Transcription closed: its audio fell {idle:g} s behind the time taken to send it (--idle-timeout); "
+            "send audio at least as fast as it plays"
+        )
+        self._request("transcribe").failed(err)
+        await self._fail(err, "transcribe")
+
     async def handle_event(self, event: Event) -> bool:
         route = next(((cls, method) for cls, method in _ROUTES.items() if cls.is_type(event.type)), None)
         if route is None:
-            _LOGGER.debug("Ignoring unknown event %s", event.type)
+            _LOGGER.debug("Ignoring unknown event %s", quote(event.type))
             return True
         event_class, method = route
         kind = _KINDS[event_class]
@@ -159,7 +214,7 @@ class WyomingHandler(AsyncEventHandler):
             try:
                 message = event_class.from_event(event)
             except (KeyError, TypeError, ValueError, AttributeError) as err:
-                raise BadRequest(f"Malformed {event.type} event: {err!r}") from err
+                raise BadRequest(f"Malformed {event.type} event: {quote(repr(err))}") from err
             # also for the tasks a request starts
             with patience(self.settings.wyoming_max_wait), client(self.host):
                 await method(self, message)
@@ -188,10 +243,30 @@ class WyomingHandler(AsyncEventHandler):
         busy = self._answering or answering_turn or self._session or self._in_stream or self._wake or self._hung_up
         return not busy
 
-    async def evict(self) -> None:
-        """Close this idle connection to make room for a client from another address, telling it why."""
+    @property
+    def idle_for(self) -> float:
+        """Seconds it has waited for a next request with none open; 0 while one is."""
+        return time.monotonic() - self.last_event if self.idle else 0.0
+
+    @property
+    def running_since(self) -> float:
+        """When the oldest request still open on it began (`time.perf_counter()`); infinity if none is."""
+        return min((request.started for request in self._requests.values() if not request.finished), default=math.inf)
+
+    async def evict(self, err: Busy) -> None:
+        """Close this connection to make room for a client from another address, telling it why: an idle one at
+        once; one with a request in progress (a wake word stream) as a failed request ends (`_hang_up`), so that
+        the error reaches a client still sending."""
+        self.evicted = True
+        if not self.idle:  # the error is logged as it is sent
+            for request in self._requests.values():
+                request.failed(err)  # counted once: the disconnect that follows counts nothing more
+            try:
+                await self._hang_up(err)
+            except ConnectionError:  # the client is gone already
+                self.writer.close()
+            return
         _LOGGER.warning("Closing idle Wyoming connection %s to make room for another address", self.peer)
-        err = Busy("Connection closed to make room for a client from another address (--max-connections)")
         with suppress(ConnectionError, TimeoutError):
             async with asyncio.timeout(EVICT_SECONDS):
                 await send(Error(text=err.message, code=err.code).event(), self.writer)
@@ -238,7 +313,7 @@ class WyomingHandler(AsyncEventHandler):
         elif name in {voice.name for voice in served.voices}:
             self.voice = name
         elif name != PROGRAM_NAME:
-            raise UnknownProgram(f"Unknown program {name!r} (programs: {PROGRAM_NAME})")
+            raise UnknownProgram(f"Unknown program {quote(name)} (programs: {PROGRAM_NAME})")
         self._request("select-program").done()
 
     # -- speech to text -------------------------------------------------------
@@ -278,7 +353,7 @@ class WyomingHandler(AsyncEventHandler):
         if self._turn_over:
             return  # said after the turn ended: not part of it
         session = self._session or self._open_session()
-        await session.feed(chunk.audio or b"", _audio_format(chunk))
+        await session.feed(chunk.audio or b"", _audio_format(chunk).validate())
 
     async def _audio_stop(self, _: AudioStop) -> None:
         if self._wake_names is not None:
@@ -332,7 +407,7 @@ class WyomingHandler(AsyncEventHandler):
 
     def _open_session(self, request: AsrRequest | None = None) -> AsrSession:
         """A session for `request`, or for the connection's defaults: audio may come without a transcribe event."""
-        self._transcript_started = False
+        self._transcript_started, self._waited = False, 0.0
         self._request("transcribe")  # in progress from its first event
         request = request or AsrRequest(model=self.asr_model, end_of_turn=self._end_of_turn(None))
         session = self._session = self.core.open_asr(request, frontend="wyoming", on_text=self._send_transcript_chunk)
@@ -374,7 +449,8 @@ class WyomingHandler(AsyncEventHandler):
         return self._wake
 
     async def _send_detection(self, heard: Heard) -> None:
-        _LOGGER.debug("Heard %s at %d ms from %s (%.2f)", heard.name, heard.milliseconds, self.peer, heard.probability)
+        name = quote(heard.name)
+        _LOGGER.debug("Heard %s at %d ms from %s (%.2f)", name, heard.milliseconds, self.peer, heard.probability)
         await self.write_event(Detection(name=heard.name, timestamp=heard.milliseconds).event())
 
     async def _stop_wake(self) -> None:
@@ -515,7 +591,13 @@ class WyomingHandler(AsyncEventHandler):
         """Answer with the error; if it answers a request (not describe, ping or select-program), hang up."""
         if kind not in _REQUESTS:
             await self._send_error(err)
-        elif not self._hung_up:
+        else:
+            await self._hang_up(err)
+
+    async def _hang_up(self, err: WisError) -> None:
+        """End the connection with the error: the client reads it, then the end of the stream, while what it still
+        sends of its request is read and dropped (see HANG_UP_SECONDS)."""
+        if not self._hung_up:
             await self._send_last_error(err)
             self._end_session()
             self._end_wake()
@@ -551,7 +633,7 @@ def host_of(writer: asyncio.StreamWriter) -> str:
 def _audio_format(event: AudioStart | AudioChunk) -> AudioFormat:
     values = (event.rate, event.width, event.channels)
     if not all(isinstance(value, int) and not isinstance(value, bool) for value in values):
-        raise BadRequest(f"Audio rate, width and channels must be integers, got {values}")
+        raise BadRequest(f"Audio rate, width and channels must be integers, got {quote(values)}")
     return AudioFormat(*values)
 
 

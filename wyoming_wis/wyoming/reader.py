@@ -16,6 +16,7 @@ from typing import Any
 from wyoming.event import Event
 
 from ..errors import BadRequest, Timeout
+from ..values import quote
 
 
 @dataclass(frozen=True)
@@ -93,5 +94,5 @@ def _length(header: dict[str, Any], key: str, limit: int, flag: str) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         raise BadRequest(f"Malformed event: {key} must be a non-negative integer")
     if value > limit:
-        raise BadRequest(f"Malformed event: {key} {value} is over the limit of {limit} bytes ({flag})")
+        raise BadRequest(f"Malformed event: {key} {quote(value)} is over the limit of {limit} bytes ({flag})")
     return value

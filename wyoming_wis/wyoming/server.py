@@ -4,10 +4,11 @@ The header line's length is the stream reader's `limit`, which its servers leave
 asyncio's 64 KiB; and they accept any number of connections. These pass
 `--max-event-line-bytes` to the reader, and answer a connection past
 `--max-connections` with an `error` event (code `busy`) and close it, so a flood of
-idle sockets cannot use up the server. The slots are shared fairly by address: when
-they are full, a client from an address holding fewer of them than another takes the
-slot of that other address's longest-idle connection, so one host (a broken or
-hostile device) cannot lock Home Assistant out. On SIGTERM an event being answered (a
+idle sockets cannot use up the server. The slots are shared fairly by owner (an
+address, or an IPv6 /64: shares.owner): when they are full, a client whose owner holds
+fewer of them than another's takes one of that other's (`_make_room`), so one host (a
+broken or hostile device, many wake word streams) cannot lock Home Assistant out, nor
+can many hosts with an idle connection each. On SIGTERM an event being answered (a
 transcript, a synthesis) is still answered, within SHUTDOWN_SECONDS.
 """
 
@@ -24,11 +25,15 @@ from wyoming.server import AsyncEventHandler, AsyncServer, AsyncTcpServer, Async
 from ..config import WyomingSettings
 from ..errors import Busy
 from ..memory import cap_send_buffer
+from ..shares import owner
 from .handler import WyomingHandler, host_of, send
 
 _LOGGER = logging.getLogger(__name__)
 REFUSAL_SECONDS = 5.0  # at most this long to tell a refused client why
 SHUTDOWN_SECONDS = 10.0  # for requests in progress to be answered when the server stops
+# Idle this long, a connection gives up its slot to anyone, before any request in progress does; one idle less long
+# may be Home Assistant's, just opened or just answered, its next request on its way.
+IDLE_AFTER_SECONDS = 2.0
 
 
 class _Limits:
@@ -41,34 +46,77 @@ class _Limits:
     async def _handler_callback(
         self, handler_factory: HandlerFactory, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
-        if len(self._handlers) >= self.max_connections and not await self._make_room(host_of(writer)):
-            _LOGGER.warning("Refusing a Wyoming connection: %s already open (--max-connections)", len(self._handlers))
-            busy = Busy(f"Too many connections: {self.max_connections} already open (--max-connections)")
-            try:
-                async with asyncio.timeout(REFUSAL_SECONDS):
-                    await send(Error(text=busy.message, code=busy.code).event(), writer)
-            except (ConnectionError, TimeoutError):
-                pass
-            writer.close()
-            return
+        newcomer = owner(host_of(writer))
+        eviction = None
+        if len(self._holding()) >= self.max_connections:
+            eviction = self._make_room(newcomer)
+            if eviction is None:
+                await self._refuse(newcomer, writer)
+                return
         cap_send_buffer(writer.transport)
         await super()._handler_callback(handler_factory, reader, writer)  # type: ignore[misc]
+        if eviction is not None:  # told once the newcomer is served: it may take its time to read
+            victim, why = eviction
+            await victim.evict(why)
 
-    async def _make_room(self, host: str) -> bool:
-        """Evict the longest-idle connection of the address holding the most slots, if that is not `host` and
-        it holds more than `host` would; returns whether a slot was freed."""
-        by_host: dict[str, list[WyomingHandler]] = {}
-        for handler in self._handlers.values():
-            if isinstance(handler, WyomingHandler):
-                by_host.setdefault(handler.host, []).append(handler)
-        if not by_host:
-            return False
-        hog, held = max(by_host.items(), key=lambda item: len(item[1]))
-        idle = [handler for handler in held if handler.idle]
-        if hog == host or len(held) <= len(by_host.get(host, [])) + 1 or not idle:
-            return False
-        await min(idle, key=lambda handler: handler.last_event).evict()
-        return True
+    async def _refuse(self, newcomer: str, writer: asyncio.StreamWriter) -> None:
+        mine = sum(handler.owner == newcomer for handler in self._holding())
+        _LOGGER.warning("Refusing a Wyoming connection from %s, which holds %d (--max-connections)", newcomer, mine)
+        busy = Busy(
+            f"Too many connections: all {self.max_connections} (--max-connections) are open, {mine} of them "
+            f"from {newcomer}, and no other address holds enough of them to give one up; try again later"
+        )
+        try:
+            async with asyncio.timeout(REFUSAL_SECONDS):
+                await send(Error(text=busy.message, code=busy.code).event(), writer)
+        except (ConnectionError, TimeoutError):
+            pass
+        writer.close()
+
+    def _holding(self) -> list[WyomingHandler]:
+        """The connections holding a slot: one evicted is closing, and holds none."""
+        return [h for h in self._handlers.values() if isinstance(h, WyomingHandler) and not h.evicted]
+
+    def _make_room(self, newcomer: str) -> tuple[WyomingHandler, Busy] | None:
+        """The connection whose slot goes to a client of `newcomer` (an owner), marked evicted, and what to tell
+        it; None if no other owner holds enough slots to give one up.
+
+        A connection idle for IDLE_AFTER_SECONDS holds its slot for nothing: it goes to a newcomer of any other
+        owner, first of all, the longest idle of the owner holding most (so that Home Assistant, holding as many
+        as each of the many hosts that hold one idle connection, still gets a second for a request at once).
+        One with a request in progress (a wake word stream, which may last all day, or a transcription) goes only
+        to a newcomer whose owner holds at least two fewer, so that its own still holds as many as the
+        newcomer's after the swap: two owners never take live streams from each other in turn. One idle less long
+        (its client may have just connected, its request on its way) goes only to a newcomer whose owner holds
+        fewer. Of these, the owner holding most gives its longest-running request, or last one just opened.
+        """
+        by_owner: dict[str, list[WyomingHandler]] = {}
+        for handler in self._holding():
+            by_owner.setdefault(handler.owner, []).append(handler)
+        mine = len(by_owner.pop(newcomer, []))
+
+        def waiting(handler: WyomingHandler) -> bool:
+            return handler.idle_for >= IDLE_AFTER_SECONDS
+
+        def order(handler: WyomingHandler) -> tuple[bool, int, float]:
+            held = -len(by_owner[handler.owner])
+            return (False, held, -handler.idle_for) if waiting(handler) else (True, held, handler.running_since)
+
+        victims = [
+            handler
+            for held in by_owner.values()
+            for handler in held
+            if waiting(handler) or len(held) > mine + 1 or (len(held) > mine and handler.idle)
+        ]
+        if not victims:
+            return None
+        victim = min(victims, key=order)
+        victim.evicted = True  # its slot is the newcomer's from now on
+        why = Busy(
+            f"Connection closed to make room for a client from another address: all {self.max_connections} "
+            f"(--max-connections) were open, {len(by_owner[victim.owner])} of them from {victim.owner}"
+        )
+        return victim, why
 
     async def stop(self) -> None:
         """Take no new connections; let events being answered finish for up to SHUTDOWN_SECONDS, then cancel."""
