@@ -35,8 +35,8 @@ TURN_WHEEL="pipecat-ai==1.14.0"
 venv() {  # venv [VENV PYTHON]: create VENV (default $VENV) with PYTHON (default $PYTHON) if it is not there
     local venv="${1:-$VENV}" python="${2:-$PYTHON}"
     [ -x "$venv/bin/python" ] && return
-    "$python" -c 'import sys; sys.exit(sys.version_info < (3, 10))' \
-        || { echo "wyoming-wis needs Python 3.10 or newer ($python is $("$python" -V 2>&1))" >&2; exit 1; }
+    "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
+        || { echo "wyoming-wis needs Python 3.11 or newer ($python is $("$python" -V 2>&1))" >&2; exit 1; }
     echo "Creating virtual environment in $venv" >&2
     "$python" -m venv "$venv"
 }

@@ -212,7 +212,7 @@ async def timed(label: str, call: Awaitable[Any]) -> Answer:
         result = await call
     except openai.APIStatusError as err:
         result = Reply(err.status_code, str(err.message)[:200])
-    except (openai.APITimeoutError, httpx.TimeoutException, asyncio.TimeoutError):
+    except (TimeoutError, openai.APITimeoutError, httpx.TimeoutException):
         result = Reply("timeout")
     except (openai.APIConnectionError, httpx.TransportError, *CLIENT_FAILURES) as err:
         result = Reply("connection lost", f"{type(err).__name__}: {err}")
@@ -309,7 +309,7 @@ async def wyoming_speech(port: int, events: Sequence[Event], read_s: float = REA
         while (left := read_s - (time.perf_counter() - began)) > 0:
             try:
                 event = await asyncio.wait_for(client.read_event(), left)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 break
             if event is None or event.type in ("error", "audio-stop"):
                 status = status_of(event)
@@ -352,7 +352,7 @@ async def describe_once(port: int, source: str) -> str:
         await client.write_event(Describe().event())
         status, _ = await read_answer(client, "info", PROBE_TIMEOUT_S)
         return "ok" if status == "info" else status
-    except asyncio.TimeoutError:
+    except TimeoutError:
         return "timeout"
     except OSError as err:
         return f"oserror:{type(err).__name__}"
@@ -548,7 +548,7 @@ async def real_transcription(port: int, phase: str) -> Real:
     clip, began = real_clip(), time.perf_counter()
     try:
         status, text = await transcribe(port, HOME_ASSISTANT, clip)
-    except (asyncio.TimeoutError, *CLIENT_FAILURES) as err:
+    except (TimeoutError, *CLIENT_FAILURES) as err:
         return Real("transcribe", phase, False, time.perf_counter() - began, f"{type(err).__name__}: {err}")
     score = wer([clip.text], [text]) if status == "transcript" else None
     ok = score is not None and score <= MAX_WER
@@ -563,7 +563,7 @@ async def real_synthesis(port: int, phase: str) -> Real:
         await client.connect()
         await client.write_event(Synthesize(text=SAY.format(next(_SAID))).event())
         status, events = await read_answer(client, "audio-stop", REAL_TIMEOUT_S)
-    except (asyncio.TimeoutError, *CLIENT_FAILURES) as err:
+    except (TimeoutError, *CLIENT_FAILURES) as err:
         return Real("synthesize", phase, False, time.perf_counter() - began, f"{type(err).__name__}: {err}")
     finally:
         await client.disconnect()
@@ -942,7 +942,7 @@ async def long_upload(port: int) -> Reply:
         sent = "cut off while sending"  # the answer says why, or its absence does
     try:
         status, _ = await asyncio.wait_for(answer, ANSWER_S)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         status = "timeout"
     finally:
         answer.cancel()
@@ -1257,7 +1257,7 @@ async def pings_never_read(port: int) -> Reply:
             writer.write(PINGS)
             await asyncio.wait_for(writer.drain(), limit)
             sent += PINGS.count(b"\n")
-    except asyncio.TimeoutError:  # an OSError too: before CLIENT_FAILURES
+    except TimeoutError:  # an OSError too: before CLIENT_FAILURES
         pass
     except CLIENT_FAILURES:
         status = "dropped"
@@ -1790,7 +1790,7 @@ async def _first_bytes(reader: asyncio.StreamReader) -> bytes | None:
     """What the server says on a connection that sends nothing: a refusal at once, or nothing (None) if held."""
     try:
         return await asyncio.wait_for(reader.read(64), CONNECTIONS_WAIT_S)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         return None
 
 
@@ -1868,7 +1868,7 @@ async def attempt(attack: Attack, target: Target, prepared: Sequence[Any], cap: 
     """The attack, within `cap` seconds; an attack that fails in itself (not the server) says how."""
     try:
         return await asyncio.wait_for(attack.run(target, *prepared), cap)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         return Finding(f"not over after {cap:g} s (--cap)", False)
     except Exception as err:  # noqa: BLE001  (a client that breaks is a finding, not the end of the run)
         return Finding(f"the attack broke: {type(err).__name__}: {err}", False)

@@ -148,7 +148,7 @@ async def wait_ready(server: ServerProcess, timeout: float = 600) -> None:
                     return
             finally:
                 await client.disconnect()
-        except (OSError, asyncio.TimeoutError):
+        except (TimeoutError, OSError):
             pass
         await asyncio.sleep(0.5)
 

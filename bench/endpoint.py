@@ -519,7 +519,7 @@ async def stream_turn(
             await client.write_event(AudioStop().event())
             turn.stop_s = time.perf_counter() - start
         await asyncio.wait_for(asyncio.shield(reader), timeout if stop is not None else GRACE_SECONDS)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         marks.error = marks.error or "no transcript"
     except (OSError, EOFError) as err:
         if marks.final is None:  # after the transcript, a closed connection is no loss

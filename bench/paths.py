@@ -186,7 +186,7 @@ def one_by_one(send: Callable[[Target, Utterance, str | None], Awaitable[Said]])
         for utterance in utterances:
             try:
                 answers.append(await send(target, utterance, utterance.language if forced else None))
-            except (OSError, EOFError, asyncio.TimeoutError, httpx.HTTPError, openai.OpenAIError) as err:
+            except (TimeoutError, OSError, EOFError, httpx.HTTPError, openai.OpenAIError) as err:
                 answers.append(Said(error=f"{type(err).__name__}: {err}"))
         return answers
 
@@ -389,7 +389,7 @@ async def webrtc(target: Target, utterances: Sequence[Utterance], forced: bool) 
             await client.detach()
             await asyncio.sleep(0.5)
             client.attach(PlayedTrack())
-    except (OSError, asyncio.TimeoutError, AssertionError) as err:
+    except (TimeoutError, OSError, AssertionError) as err:
         answers += [Said(error=f"{type(err).__name__}: {err}")] * (len(utterances) - len(answers))
     finally:
         await client.close()

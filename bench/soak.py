@@ -340,7 +340,7 @@ async def flaky(soak: Soak, client: int, http: httpx.AsyncClient) -> None:
     at = soak.now()
     try:
         problem = await asyncio.wait_for(action(soak), TIMEOUT)
-    except (OSError, EOFError, asyncio.TimeoutError) as err:
+    except (TimeoutError, OSError, EOFError) as err:
         problem = f"{type(err).__name__}: {err}"
     soak.record(f"flaky-{action.__name__}", client, at, "error" if problem else "aborted", detail=problem)
 

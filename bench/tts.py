@@ -285,7 +285,7 @@ async def synthesize(
         except ConnectionError:
             pass  # the reader tells what happened
         await asyncio.wait_for(asyncio.shield(reader), timeout)
-    except (OSError, EOFError, asyncio.TimeoutError) as err:
+    except (TimeoutError, OSError, EOFError) as err:
         marks.error = marks.error or f"{type(err).__name__}: {err}"
     finally:
         if reader is not None and not reader.done():

@@ -21,12 +21,9 @@ if [ "$(cat "$house/.wis-built" 2>/dev/null)" = "$want" ]; then
     exit
 fi
 
-# The requirements, read from pyproject.toml (tomllib is 3.11's; pip carries tomli for Python 3.10)
+# The requirements, read from pyproject.toml
 requirements="$("$python" - <<'EOF'
-try:
-    import tomllib
-except ModuleNotFoundError:
-    from pip._vendor import tomli as tomllib
+import tomllib
 with open("pyproject.toml", "rb") as file:
     project = tomllib.load(file)
 print("\n".join(

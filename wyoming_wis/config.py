@@ -462,7 +462,7 @@ class WyomingSettings:
         "Leave the end of each command to the client's VAD (Home Assistant's waits 0.7 s of silence), as Wyoming "
         "servers did before: advertise requires_external_vad and answer at audio-stop. By default the server ends "
         "the turn itself, on the silence and on what was said, and answers before audio-stop (Home Assistant "
-        "2026.5+ then drops its own VAD).",
+        "2026.10+ then drops its own VAD).",
         default=False,
         switch=True,
     )

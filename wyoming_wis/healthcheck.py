@@ -44,7 +44,7 @@ async def check(uri: str, timeout: float) -> str | None:
 
     try:
         return await asyncio.wait_for(ask(), timeout)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         return f"no info within {timeout:g} s"
     except OSError as err:
         return str(err) or type(err).__name__

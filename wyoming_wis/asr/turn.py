@@ -1,8 +1,8 @@
 """When a speaker's turn has ended: on sound and on sense, not on a silence timer alone.
 
-Home Assistant's own VAD ends a command after 0.7 s of silence, whatever was
-said; a pause after "turn on the" ends it too early, and every complete command
-waits the full 0.7 s. Here a short pause is only a moment to look: the session
+Home Assistant's own VAD ends a command after it has heard 0.7 s of silence,
+whatever was said: hearing "speech" for about 0.7 s after the last word, it ends
+every command about 1.4 s after it. Here a short pause is only a moment to look: the session
 decodes what was said (the decode the transcript needs anyway) and asks the
 turn-taking model (Smart Turn) whether the speaker sounds done. Words that
 cannot end a request, a last word Whisper guessed rather than heard, or a model

@@ -32,7 +32,7 @@ def build_info(core: Core, external_vad: bool = False) -> Info:
     """Everything on this machine, marked installed: nothing advertised needs a download.
 
     Unless `external_vad` (--external-vad), the server ends each turn itself, and says so: Home Assistant
-    2026.5+ then streams audio until the transcript comes, without its own VAD and its 15 s cap.
+    2026.10+ then streams audio until the transcript comes, without its own VAD and its 15 s cap.
 
     Wake words are one program (Home Assistant reads only the first) with every model offered, both families.
 
