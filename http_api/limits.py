@@ -31,11 +31,11 @@ from typing import Any
 from aiohttp import web
 from aiohttp.streams import StreamReader
 
-from wyoming_wis.budget import client
 from wyoming_wis.config import HttpSettings
 from wyoming_wis.errors import Timeout
 from wyoming_wis.memory import cap_send_buffer
 from wyoming_wis.scheduler import patience
+from wyoming_wis.shares import client
 
 from .errors import ApiError, answer, described
 

@@ -62,12 +62,12 @@ from aiortc.rtcrtpreceiver import RTCRtpReceiver
 from aiortc.rtp import RtcpByePacket
 
 from wyoming_wis import metrics
-from wyoming_wis.budget import client
 from wyoming_wis.config import PortRange
 from wyoming_wis.core import AsrSession, Core, Heard, Transcript, WakeStream
 from wyoming_wis.errors import UnknownModel, WisError
 from wyoming_wis.requests import WakeRequest
 from wyoming_wis.scheduler import patience
+from wyoming_wis.shares import client
 from wyoming_wis.values import quote
 
 from . import ice, messages, sctp

@@ -41,6 +41,7 @@ from wyoming.tts import Synthesize
 
 from wyoming_wis.errors import Busy
 from wyoming_wis.scheduler import Scheduler, patience
+from wyoming_wis.shares import client
 
 BUDGET_MB = 8  # 131 s of 16 kHz float audio, held at once by all clients; half of it by one address
 MAX_AUDIO_SECONDS = 120  # one session's buffer: up to 121 s, 7.7 MB
@@ -391,3 +392,21 @@ async def test_scheduler_answers_the_client_that_gives_up_first_first(scheduler:
         await asyncio.sleep(0.05)
     await asyncio.gather(patient, hurried)
     assert order == ["hurried", "patient"]
+
+
+async def test_scheduler_shares_its_queue_by_address(scheduler: Scheduler) -> None:
+    """One address queues calls: past its share of the places it is refused, naming why, and a call from another
+    address, queued after all of them, goes before every one but the first (each address's earliest first)."""
+    order: list[str] = []
+    async with held(scheduler):
+        with client("192.0.2.1"):
+            hog = [asyncio.ensure_future(scheduler.run(order.append, f"hog {n}")) for n in range(scheduler.per_owner)]
+            await asyncio.sleep(0.05)
+            with pytest.raises(Busy) as refused:
+                await scheduler.run(order.append, "one too many")
+        assert f"{scheduler.per_owner} requests of 192.0.2.1" in refused.value.message, refused.value.message
+        with client("192.0.2.2"):
+            home = asyncio.ensure_future(scheduler.run(order.append, "home"))
+        await asyncio.sleep(0.05)
+    await asyncio.gather(*hog, home)
+    assert order == ["hog 0", "home", *(f"hog {n}" for n in range(1, scheduler.per_owner))]

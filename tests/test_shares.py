@@ -7,9 +7,9 @@ import threading
 
 import pytest
 
-from wyoming_wis.budget import MemoryBudget, client
+from wyoming_wis.budget import MemoryBudget
 from wyoming_wis.errors import Busy
-from wyoming_wis.shares import LOCAL, Slots, owner, share_of
+from wyoming_wis.shares import LOCAL, Slots, client, owner, share_of
 from wyoming_wis.values import QUOTE_CHARS, quote
 
 pytestmark = pytest.mark.fast

@@ -6,7 +6,9 @@ the slots are shared by address), against one server with a few slots and short 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
+import math
 import socket
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -25,6 +27,7 @@ from wyoming.wake import Detect
 from wyoming_wis.wyoming.server import IDLE_AFTER_SECONDS
 
 MAX_CONNECTIONS = 8
+QUEUE_SIZE = 2  # Whisper calls waiting: with one running, three places, one an address's share
 IDLE_SECONDS = 5.0  # past IDLE_AFTER_SECONDS: idle connections are taken, not timed out
 SEND_SECONDS = 3.0
 SPOKEN = CORPUS / "LJ001-0004.flac"
@@ -34,6 +37,7 @@ CHUNK = AudioChunk(16000, 2, 1, audio=bytes(3200)).event()  # 100 ms of silence,
 @pytest.fixture(scope="module")
 def fair(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     flags = {"--max-connections": MAX_CONNECTIONS, "--idle-timeout": IDLE_SECONDS, "--send-timeout": SEND_SECONDS}
+    flags |= {"--asr-workers": 1, "--queue-size": QUEUE_SIZE}  # Whisper: one call at a time, two waiting
     args = ["--data-dir", str(data_dir), "--asr-model", "tiny.en"]
     running = start_server(
         [*args, *(str(part) for pair in flags.items() for part in pair)], tmp_path_factory.mktemp("fair")
@@ -197,6 +201,32 @@ async def test_a_connection_just_opened_is_not_taken_for_idle(fair: Server) -> N
     finally:
         for connection in hog:
             connection.close()
+
+
+async def test_uploads_from_one_address_leave_home_assistant_its_place_in_the_queue(fair: Server) -> None:
+    """Uploads of a minute and more from one address at once, as many as it may connect: Whisper decodes one at a
+    time, the others past the address's share of the queue are refused `busy`, saying so, and Home Assistant's
+    command from another address, sent while one is decoded, is transcribed. They filled the queue, and it was
+    refused."""
+    spoken = load_audio(SPOKEN)
+    minute = dataclasses.replace(spoken, audio=spoken.audio * math.ceil(60 / spoken.seconds))
+    uploaders = [await connect(fair, "127.0.0.5") for _ in range(MAX_CONNECTIONS // 2)]
+    try:
+        uploads = [asyncio.create_task(transcribe(connection, minute)) for connection in uploaders]  # type: ignore[arg-type]
+        deadline = time.monotonic() + 60
+        while fair.metric("wis_inference_in_progress", engine="whisper", model="tiny.en") != 1:
+            assert time.monotonic() < deadline and not all(upload.done() for upload in uploads)
+            await asyncio.sleep(0.02)
+        async with connected(fair, "127.0.0.6") as home:
+            heard = await transcribe(home, spoken)  # type: ignore[arg-type]
+        assert heard.type == "transcript" and "block books" in heard.data["text"].lower(), heard
+        answers = await asyncio.gather(*uploads)
+    finally:
+        for connection in uploaders:
+            connection.close()
+    refused = [answer for answer in answers if answer.type == "error"]
+    assert refused and all(answer.data["code"] == "busy" for answer in refused), answers
+    assert any("requests of 127.0.0.5 are running or waiting" in answer.data["text"] for answer in refused), refused
 
 
 # -- a transcription that never ends ---------------------------------------------------------------------------------

@@ -13,25 +13,12 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
 
+from . import shares
 from .errors import Busy
-from .shares import LOCAL, OWNER_SHARE, owner
+from .shares import OWNER_SHARE
 
 RETRY_SECONDS = 5.0  # a held buffer is given back when its request ends: typically within seconds
-_CLIENT: ContextVar[str] = ContextVar("client", default=LOCAL)
-
-
-@contextmanager
-def client(address: str) -> Iterator[None]:
-    """Buffers held for requests made inside belong to the owner of this client address."""
-    token = _CLIENT.set(owner(address))
-    try:
-        yield
-    finally:
-        _CLIENT.reset(token)
 
 
 class MemoryBudget:
@@ -49,7 +36,7 @@ class MemoryBudget:
 
     def hold(self) -> Hold:
         """A new, empty share for one request or buffer, of the client whose request is being served."""
-        return Hold(self, _CLIENT.get())
+        return Hold(self, shares.current())
 
     def _change(self, owner: str, delta: int) -> None:
         with self._lock:

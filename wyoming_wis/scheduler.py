@@ -12,6 +12,12 @@ device, which waits 10 s, goes before an HTTP client queued a little earlier tha
 waits 30 s, and a reply that has not started yet goes before the third sentence of
 a reply that is already playing.
 
+The queue is shared fairly by owner (shares.py: a client's address): each owner's
+earliest call goes before any owner's second, and so on, and no owner but the
+server's own work (LOCAL) may have more than its share of the places. One host
+that queues twenty uploads delays Home Assistant's next command by one call, not
+twenty, and cannot fill the queue.
+
 A client gives up after a while (a Willow device after 10 s), and work done after
 that is wasted and delays everyone behind it. So each frontend says how long its
 clients wait (`patience`): a call that would not be answered within that, by the
@@ -26,13 +32,13 @@ so that on a busy CPU the threads a client is waiting on go first.
 from __future__ import annotations
 
 import asyncio
-import heapq
 import itertools
 import math
 import os
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Callable, Generator, Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
@@ -40,7 +46,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from . import metrics
+from . import metrics, shares
 from .errors import Busy
 from .pipe import Pipe
 
@@ -107,19 +113,70 @@ class _Estimate:
         return self.mean + _CAUTION * self.deviation
 
 
-@dataclass(order=True)
+@dataclass(eq=False)
 class _Call:
-    """A call in the queue; ordered by deadline, then by when it came."""
+    """A call in the queue."""
 
     deadline: float
-    order: int
-    left: Callable[[], float] = field(compare=False)  # its cost still to pay (another call may pay part of it)
-    ahead: float = field(compare=False)  # cost of the calls running or queued ahead of it when it came
-    cost: float = field(compare=False)  # its own cost when it came
-    queued: float = field(compare=False)  # time.perf_counter() when it came
-    latest: float = field(compare=False)  # time.monotonic() after which it is dropped unstarted
-    future: Future[Any] = field(compare=False)
-    call: Callable[[], Any] = field(compare=False)
+    order: int  # when it came, among the scheduler's calls
+    owner: str  # whose request it serves (shares.owner)
+    left: Callable[[], float]  # its cost still to pay (another call may pay part of it)
+    ahead: float  # cost of the calls running or queued ahead of it when it came
+    cost: float  # its own cost when it came
+    queued: float  # time.perf_counter() when it came
+    latest: float  # time.monotonic() after which it is dropped unstarted
+    future: Future[Any]
+    call: Callable[[], Any]
+
+
+class _Queue:
+    """Waiting calls, started in rounds: in each, every owner with calls waiting starts one, its earliest deadline
+    first; within a round, the earliest deadline goes first. An owner that starts waiting joins the round now
+    going, so it waits one call of each other owner at most, however many those have queued."""
+
+    def __init__(self) -> None:
+        self._calls: list[_Call] = []
+        self._rounds: dict[str, int] = {}  # of each owner with calls waiting: the round its next call starts in
+
+    def __len__(self) -> int:
+        return len(self._calls)
+
+    def push(self, call: _Call) -> None:
+        self._rounds.setdefault(call.owner, self._now())
+        self._calls.append(call)
+
+    def pop(self) -> _Call:
+        """The call to start next, out of the queue."""
+        call = self._ordered()[0][-1]
+        self._calls.remove(call)
+        if any(other.owner == call.owner for other in self._calls):
+            self._rounds[call.owner] += 1
+        else:
+            del self._rounds[call.owner]
+        return call
+
+    def ahead(self, owner: str, deadline: float) -> list[_Call]:
+        """The waiting calls that would start before a new one of `owner` with this deadline."""
+        mine = sum(1 for call in self._calls if call.owner == owner and call.deadline <= deadline)
+        key = (self._rounds.get(owner, self._now()) + mine, deadline)
+        return [call for *its, _, call in self._ordered() if tuple(its) <= key]
+
+    def clear(self) -> list[_Call]:
+        calls, self._calls = self._calls, []
+        self._rounds.clear()
+        return calls
+
+    def _now(self) -> int:
+        return min(self._rounds.values(), default=0)
+
+    def _ordered(self) -> list[tuple[int, float, int, _Call]]:
+        """(round, deadline, when it came, the call) of each waiting call, in the order they start."""
+        places: Counter[str] = Counter()  # of each owner's calls, by deadline
+        keyed = []
+        for call in sorted(self._calls, key=lambda call: (call.deadline, call.order)):
+            keyed.append((self._rounds[call.owner] + places[call.owner], call.deadline, call.order, call))
+            places[call.owner] += 1
+        return sorted(keyed, key=lambda key: key[:3])
 
 
 class Scheduler:
@@ -134,13 +191,15 @@ class Scheduler:
         self.workers = workers
         self.capacity = workers + queue_size
         self.nice = nice
+        self.per_owner = shares.share_of(self.capacity)
         self._pending = 0  # running + waiting; only touched on the event loop thread
+        self._owners: Counter[str] = Counter()  # ... of each owner
         self._running: list[_Call] = []  # calls in worker threads; changed under `_ready`
         # Learnt from calls that ended: seconds per unit of cost from coming to done (queue included), and
         # seconds a call runs.
         self._through = _Estimate()
         self._run = _Estimate()
-        self._waiting: list[_Call] = []  # a heap
+        self._waiting = _Queue()
         self._order = itertools.count()
         self._ready = threading.Condition()
         self._closed = False
@@ -191,6 +250,7 @@ class Scheduler:
         """
         now = time.monotonic()
         gives_up = _GIVES_UP.get()
+        owner = shares.current()
         if pace is not None:
             deadline = pace.started + (pace.seconds if at is None else at)
         else:
@@ -202,19 +262,29 @@ class Scheduler:
                 raise RuntimeError(f"{self.name} has shut down")
             left = cost if callable(cost) else lambda: cost
             size = left()
-            calls, ahead = self._ahead(deadline)
+            calls, ahead = self._ahead(deadline, owner)
             latest = math.inf  # a call of a reply already playing runs however late: never cut a reply halfway
             if pace is None or not pace.admitted:
-                latest = self._admit(calls, ahead, size, now, gives_up)
+                latest = self._admit(calls, ahead, size, now, gives_up, owner)
             call = _Call(
-                deadline, next(self._order), left, ahead, size, time.perf_counter(), latest, future, lambda: func(*args)
+                deadline,
+                next(self._order),
+                owner,
+                left,
+                ahead,
+                size,
+                time.perf_counter(),
+                latest,
+                future,
+                lambda: func(*args),
             )
-            heapq.heappush(self._waiting, call)
+            self._waiting.push(call)
             self._ready.notify()
         if pace is not None:
             pace.admitted = True
         self._pending += 1
-        future.add_done_callback(lambda _: _call_soon(loop, self._release))
+        self._owners[owner] += 1
+        future.add_done_callback(lambda _: _call_soon(loop, lambda: self._release(owner)))
         return await asyncio.wrap_future(future)
 
     async def stream(
@@ -240,19 +310,25 @@ class Scheduler:
             elif not job.cancelled():
                 job.exception()  # seen; it was raised above unless the reader left early
 
-    def _ahead(self, deadline: float) -> tuple[int, float]:
-        """The calls a new one with this deadline would wait behind (running or queued before it): how many,
-        and their cost."""
-        ahead = [*self._running, *(item for item in self._waiting if item.deadline <= deadline)]
+    def _ahead(self, deadline: float, owner: str) -> tuple[int, float]:
+        """The calls a new one of `owner` with this deadline would wait behind (running, or queued before it in
+        the fair order): how many, and their cost."""
+        ahead = [*self._running, *self._waiting.ahead(owner, deadline)]
         return len(ahead), sum(item.left() for item in ahead)
 
-    def _admit(self, calls: int, ahead: float, cost: float, now: float, gives_up: float | None) -> float:
+    def _admit(self, calls: int, ahead: float, cost: float, now: float, gives_up: float | None, owner: str) -> float:
         """Raise Busy unless a new call can be answered before its client gives up; returns the latest it may start.
 
         A call that a free worker takes at once is never refused: nothing could answer it sooner.
         """
         if self._pending >= self.capacity:
             self._refuse(f"{self._pending} requests are running or waiting", self._wait(ahead))
+        if owner != shares.LOCAL and self._owners[owner] >= self.per_owner:
+            self._refuse(
+                f"{self._owners[owner]} requests of {owner} are running or waiting, the most one address may have "
+                f"of the {self.capacity}",
+                self._wait(ahead),
+            )
         if gives_up is None or calls < self.workers:
             return math.inf
         answered = (ahead + cost) * self._through.cautious
@@ -281,7 +357,7 @@ class Scheduler:
                     self._ready.wait()
                 if self._closed:
                     return
-                item = heapq.heappop(self._waiting)
+                item = self._waiting.pop()
             if not item.future.set_running_or_notify_cancel():
                 continue  # its caller was cancelled while it waited
             left = item.left()
@@ -314,14 +390,17 @@ class Scheduler:
             if item.ahead + item.cost > 0:
                 self._through.add((ended - item.queued) / (item.ahead + item.cost))
 
-    def _release(self) -> None:
+    def _release(self, owner: str) -> None:
         self._pending -= 1
+        self._owners[owner] -= 1
+        if not self._owners[owner]:
+            del self._owners[owner]
 
     def close(self) -> None:
         """Stop taking calls, drop those still waiting; running ones finish in their threads."""
         with self._ready:
             self._closed = True
-            waiting, self._waiting = self._waiting, []
+            waiting = self._waiting.clear()
             self._ready.notify_all()
         for item in waiting:
             item.future.cancel()

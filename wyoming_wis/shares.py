@@ -1,9 +1,10 @@
 """Fair shares of what the server holds for its clients, by where they connect from.
 
-Whatever is limited (the memory budget, Wyoming and HTTP connections, WebRTC sessions) is shared by owner, so that
-one host, broken or hostile, cannot take all of it and lock Home Assistant out. An owner is a client's IPv4 address,
-or the /64 network of an IPv6 one: a host picks any number of addresses in its own /64 (privacy addresses), where it
-has one IPv4 address. No owner holds more than OWNER_SHARE of a limit.
+Whatever is limited (the memory budget, the models' queues, Wyoming and HTTP connections, WebRTC sessions) is shared
+by owner, so that one host, broken or hostile, cannot take all of it and lock Home Assistant out. An owner is a
+client's IPv4 address, or the /64 network of an IPv6 one: a host picks any number of addresses in its own /64
+(privacy addresses), where it has one IPv4 address. No owner holds more than OWNER_SHARE of a limit. The owner of
+the request being served is set once by its frontend (`client`) and read where something is held (`current`).
 """
 
 from __future__ import annotations
@@ -11,11 +12,30 @@ from __future__ import annotations
 import ipaddress
 import threading
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 from .errors import Busy
 
 OWNER_SHARE = 0.5  # of a limit, the most one owner may hold
-LOCAL = "local"  # a Unix socket's or stdio's client, or one whose address is not known
+LOCAL = "local"  # a Unix socket's or stdio's client, one whose address is not known, or the server's own work
+_CLIENT: ContextVar[str] = ContextVar("client", default=LOCAL)
+
+
+@contextmanager
+def client(address: str) -> Iterator[None]:
+    """What is held or queued for requests made inside (and tasks they start) is the owner of `address`'s."""
+    token = _CLIENT.set(owner(address))
+    try:
+        yield
+    finally:
+        _CLIENT.reset(token)
+
+
+def current() -> str:
+    """The owner of the request being served: LOCAL outside any `client`."""
+    return _CLIENT.get()
 
 
 def owner(address: str | None) -> str:

@@ -28,7 +28,6 @@ it whatever happened, most simply by using it as an async context manager.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import dataclasses
 import logging
 import re
@@ -152,8 +151,9 @@ class AsrSession:
             self._first_audio = time.monotonic()
         self._arrivals.append((self._samples, time.perf_counter()))
         if (self._on_text is not None or self._patience is not None) and self._follower is None:
-            # work ahead of need: no client deadline of the request that started it applies
-            self._follower = contextvars.Context().run(asyncio.create_task, self._follow())
+            # work ahead of need: no client deadline of the request that started it applies; its client's it is
+            with patience(None):
+                self._follower = asyncio.create_task(self._follow())
         self._arrived.set()
 
     async def __aenter__(self) -> AsrSession:

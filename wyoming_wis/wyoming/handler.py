@@ -46,14 +46,13 @@ from wyoming.wake import Detect, Detection, NotDetected
 
 from .. import metrics
 from ..audio import AudioFormat, chunks
-from ..budget import client
 from ..config import WyomingSettings
 from ..core import AsrSession, Core, Heard, SpeechStream, WakeStream
 from ..errors import BadRequest, Busy, ShuttingDown, Timeout, UnknownProgram, WisError
 from ..requests import AsrRequest, SpeechRequest, WakeRequest
 from ..scheduler import patience
 from ..served import ASR
-from ..shares import owner
+from ..shares import client, owner
 from ..values import quote
 from .info import PROGRAM_NAME, build_info
 from .reader import EventLimits, Idle, read_event
