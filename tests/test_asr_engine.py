@@ -328,3 +328,39 @@ async def test_a_whole_request_the_turn_model_doubted_is_heard_again(
     assert normalise(transcript.text) == "in being comparatively modern"
     if reason == "complete":  # at the second listen, before the silence would have ended it
         assert end.samples < (0.3 + len(speech) / RATE + patience.silence) * RATE
+
+
+async def test_a_pause_whose_words_are_unclear_is_not_decoded_again_until_the_end(
+    engine: WhisperEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pause's decode that the short window does not trust (here every one: an unlikely text) ran faster-whisper's
+    standard pass with six temperatures while the speaker might go on, and held the model. Judging, it is left
+    unsettled: the pause is not an end, and the text is decoded the standard way once, at the end, right."""
+    monkeypatch.setattr(decoder_module, "_problem", lambda *_: "an unlikely text")
+    standard_passes: list[bool] = []  # whether the turn had ended, at each
+    full_window = engine.decoder._full_window
+
+    def counted(*args: object) -> object:
+        standard_passes.append(turn.done())
+        return full_window(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(engine.decoder, "_full_window", counted)
+    speech = samples(CORPUS / "LJ001-0002.flac")  # "in being comparatively modern."
+    pcm = (np.concatenate([silence(0.3), speech, silence(2)]) * 32767).astype("<i2").tobytes()
+    options = engine.options(AsrRequest(language="en"))
+    session = AsrSession(
+        engine, options, frontend="test", max_seconds=30, hold=MemoryBudget(1 << 30).hold(), end_of_turn="default"
+    )
+    async with session:
+        turn = asyncio.ensure_future(session.turn_end())
+        chunk, started = 640, asyncio.get_running_loop().time()  # 20 ms, at the pace it was spoken
+        for offset in range(0, len(pcm), chunk):
+            if turn.done():
+                break
+            await asyncio.sleep(max(0, started + offset / 32000 - asyncio.get_running_loop().time()))
+            await session.feed(pcm[offset : offset + chunk], AudioFormat(RATE, 2, 1))
+        end = await turn
+        transcript = await session.finish()
+    assert end.reason == "silence"
+    assert standard_passes == [True], standard_passes  # once, after the end
+    assert normalise(transcript.text) == "in being comparatively modern"

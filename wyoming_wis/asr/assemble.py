@@ -98,7 +98,8 @@ def filled(piece: Piece, result: Decoded, parts: list[tuple[Piece, Decoded]]) ->
         out += [segment.shifted(first) for segment in segments(part, last - first)]
         at = last
     heard(seconds)
-    return replace(result, text=" ".join(segment.text for segment in out), segments=out)
+    unsettled = result.unsettled or any(part.unsettled for _, part in parts)
+    return replace(result, text=" ".join(segment.text for segment in out), segments=out, unsettled=unsettled)
 
 
 def _said_inside(word: Word, first: float, last: float) -> bool:
@@ -113,7 +114,8 @@ def joined(piece: Piece, parts: list[tuple[Piece, Decoded]]) -> Decoded:
         for segment in segments(result, (end - start) / WHISPER_RATE)
     ]
     language = next((result.language for _, result in parts if result.text), parts[0][1].language)
-    return Decoded(" ".join(segment.text for segment in out), language, out)
+    unsettled = any(result.unsettled for _, result in parts)
+    return Decoded(" ".join(segment.text for segment in out), language, out, unsettled=unsettled)
 
 
 def transcript(pieces: list[Piece], decoded: list[Decoded], samples: int, options: Options) -> Transcript:

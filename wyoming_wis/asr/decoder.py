@@ -11,7 +11,9 @@ it, so a beam under FITTED_MIN_BEAM and the task `translate` get the full window
 draft, only a preview, excepted). What still looks wrong (a loop, a
 text too long for the audio, empty text where the VAD heard speech, a very unlikely
 text) is decoded again the standard way, with faster-whisper's full 30 s window and
-temperature fallback.
+temperature fallback; not for a draft, nor for a decode that judges a pause (the
+server's end of the turn): a pause whose words need that is not an end, and its
+decode waits for the end.
 
 A language detected without much certainty in a short window is detected again
 in the full one: the two disagree only then, and the full one is what Whisper
@@ -73,9 +75,15 @@ class Options:
     task: str = "transcribe"  # or "translate" (to English)
     prompt: str = ""  # bias text: names and words the speaker is likely to say
     draft: bool = False  # a preview while audio still arrives: greedy, and no second pass
+    judging: bool = False  # at a pause, to judge the end of the turn: no second pass (the transcript's, if trusted)
     words: bool = False  # time each word (aligned to the text decoded; it does not change the text)
     temperature: float = 0.0  # above 0: sample at this temperature (in the standard pass), no fallback
     beam_size: int | None = None  # None: the decoder's own (engines always give the server's --beam-size)
+
+    @property
+    def final(self) -> bool:
+        """A text the short window does not trust is decoded again the standard way (see the module's docstring)."""
+        return not (self.draft or self.judging)
 
     @property
     def standard(self) -> bool:
@@ -143,6 +151,7 @@ class Decoded:
     language: str
     segments: list[Segment] = field(default_factory=list)  # timed: from the full-window pass, or stretches apart
     retried: str | None = None  # why the short window was not trusted
+    unsettled: bool = False  # not trusted and not decoded again (a draft's, a judgement's): no final text
     tokens: tuple[int, ...] = ()  # of `text`, from the short window
     avg_logprob: float = 0.0
     no_speech_prob: float = 0.0
@@ -205,8 +214,8 @@ class Decoder:
                 decoded.append(Decoded("", language))
                 continue
             problem = _problem(text, len(tokens), limit, logprob)
-            if problem and job.options.draft:
-                decoded.append(Decoded("", language, retried=problem))  # nothing worth showing yet
+            if problem and not job.options.final:  # nothing worth showing or judging yet
+                decoded.append(Decoded("", language, retried=problem, unsettled=True))
             elif problem:  # in the language detected here, as sure as it was here
                 decoded.append(replace(self._full_window(job, language, problem), language_probability=probability))
             else:

@@ -100,6 +100,7 @@ class AsrSession:
         self._detector = SpeechDetector()
         self._known: dict[Piece, Decoded] = {}  # decoded pieces, reused while they do not change
         self._drafts: dict[Piece, Decoded] = {}
+        self._unsettled: dict[Piece, Decoded] = {}  # decoded pieces whose text is not final (see `_ahead`)
         self._latest: tuple[list[Piece], Transcript] | None = None
         self._stable = _StableText()
         self._arrived = asyncio.Event()
@@ -244,9 +245,11 @@ class AsrSession:
             paused = len(audio) - speech_end >= PAD
             started = time.monotonic()
             try:
-                transcript = await (self._transcribe(audio) if paused else self._draft(audio))
+                transcript = await (self._ahead(audio) if paused else self._draft(audio))
             except WisError as err:  # e.g. busy: partial results are a bonus
                 _LOGGER.debug("No partial transcript: %s", err)
+                continue
+            if transcript is None:
                 continue
             elapsed = time.monotonic() - started
             decoded_at, interval = len(audio), max(MIN_INTERVAL, 2 * elapsed)
@@ -296,8 +299,12 @@ class AsrSession:
         assert self._patience is not None
         started = time.perf_counter()
         transcript, probability = await asyncio.gather(
-            self._transcribe(_padded(audio, end)), self._probability(_padded(audio, end, TURN_PAD))
+            self._ahead(_padded(audio, end)), self._probability(_padded(audio, end, TURN_PAD))
         )
+        if transcript is None:
+            _LOGGER.debug("Judged a pause after %.2f s of silence: its words are not clear yet", silence)
+            self._doubted = None
+            return False
         complete = judged_complete(transcript, end / WHISPER_RATE, probability, self._patience.threshold)
         self._doubted = end if not complete and heard_whole(transcript, end / WHISPER_RATE) else None
         words = transcript.words
@@ -352,6 +359,25 @@ class AsrSession:
         if self._latest is not None and self._latest[0] == pieces:
             return self._latest[1]
         transcript = await self.engine.transcribe_pieces(audio, self._detector, pieces, self.options, self._known)
+        self._latest = (pieces, transcript)
+        return transcript
+
+    async def _ahead(self, audio: np.ndarray) -> Transcript | None:
+        """`_transcribe` at a pause, before the end. Where the server ends the turn, a piece whose text the short
+        window does not trust is not decoded again now (the standard pass's temperature fallback takes seconds,
+        and holds the model while the speaker may go on): None, and that piece is decoded at the end."""
+        if self._patience is None:
+            return await self._transcribe(audio)
+        pieces = self._detector.pieces(len(audio))
+        if self._latest is not None and self._latest[0] == pieces:
+            return self._latest[1]
+        judged = self._known | self._unsettled
+        options = dataclasses.replace(self.options, judging=True)
+        transcript = await self.engine.transcribe_pieces(audio, self._detector, pieces, options, judged)
+        for piece, decoded in judged.items():
+            (self._unsettled if decoded.unsettled else self._known)[piece] = decoded
+        if any(judged[piece].unsettled for piece in pieces):
+            return None
         self._latest = (pieces, transcript)
         return transcript
 
