@@ -21,9 +21,12 @@ twenty, and cannot fill the queue.
 A client gives up after a while (a Willow device after 10 s), and work done after
 that is wasted and delays everyone behind it. So each frontend says how long its
 clients wait (`patience`): a call that would not be answered within that, by the
-work queued ahead of it and how long recent calls took (with a margin for how much
-they varied), is refused as busy at once, and one that would end too late anyway
-when a worker is free is dropped rather than run.
+work queued ahead of it (shared by the workers) and how long recent calls took, is
+refused as busy at once, and one that a worker reaches too late to finish in time
+(allowing for how much recent calls varied) is dropped rather than run. The first
+is the expected wait, not a cautious one: a client refused at 18 s that would have
+been answered in 4 s (one in eight at four clients, before) lost its answer for
+nothing, where one admitted and late is dropped before it costs a worker anything.
 
 An engine whose work may wait for others' (the turn model) runs its workers at a lower CPU priority (`nice`),
 so that on a busy CPU the threads a client is waiting on go first.
@@ -33,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import math
 import os
 import sys
@@ -51,6 +55,7 @@ from .errors import Busy
 from .pipe import Pipe
 
 T = TypeVar("T")
+_LOGGER = logging.getLogger(__name__)
 _GIVES_UP: ContextVar[float | None] = ContextVar("gives_up", default=None)  # time.monotonic() the client leaves
 _SMOOTHING = 0.2  # weight of the latest call in the running estimates of call times
 _CAUTION = 2.0  # deviations above the mean a cautious estimate allows for
@@ -124,6 +129,7 @@ class _Call:
     ahead: float  # cost of the calls running or queued ahead of it when it came
     cost: float  # its own cost when it came
     queued: float  # time.perf_counter() when it came
+    expected: float  # seconds from coming to done, as the recent calls went (the mean estimate)
     latest: float  # time.monotonic() after which it is dropped unstarted
     future: Future[Any]
     call: Callable[[], Any]
@@ -195,8 +201,8 @@ class Scheduler:
         self._pending = 0  # running + waiting; only touched on the event loop thread
         self._owners: Counter[str] = Counter()  # ... of each owner
         self._running: list[_Call] = []  # calls in worker threads; changed under `_ready`
-        # Learnt from calls that ended: seconds per unit of cost from coming to done (queue included), and
-        # seconds a call runs.
+        # Learnt from calls that ended: seconds from coming to done per unit of work waited for (`_work_units`),
+        # and seconds a call runs.
         self._through = _Estimate()
         self._run = _Estimate()
         self._waiting = _Queue()
@@ -274,6 +280,7 @@ class Scheduler:
                 ahead,
                 size,
                 time.perf_counter(),
+                self._expected(ahead, size),
                 latest,
                 future,
                 lambda: func(*args),
@@ -331,7 +338,7 @@ class Scheduler:
             )
         if gives_up is None or calls < self.workers:
             return math.inf
-        answered = (ahead + cost) * self._through.cautious
+        answered = self._expected(ahead, cost)
         if now + answered > gives_up:
             self._refuse(
                 f"a new request would be answered in about {answered:.1f} s, after its client gives up "
@@ -342,7 +349,16 @@ class Scheduler:
 
     def _wait(self, ahead: float) -> float:
         """Seconds until the calls ahead are done, as the recent calls went."""
-        return ahead * self._through.mean
+        return self._expected(ahead, 0.0)
+
+    def _expected(self, ahead: float, cost: float) -> float:
+        """Seconds until a call of `cost`, with `ahead` to do before it, is done, as the recent calls went."""
+        return self._work_units(ahead, cost) * self._through.mean
+
+    def _work_units(self, ahead: float, cost: float) -> float:
+        """What a call waits for, in the engine's unit: its own cost, and its share of what is ahead of it (the
+        workers take that in parallel)."""
+        return ahead / self.workers + cost
 
     def _refuse(self, why: str, wait: float) -> None:
         self._rejected.inc()
@@ -387,8 +403,17 @@ class Scheduler:
             self._running.remove(item)
             if left > 0:  # calls with work of their own: a batch may hold others' work too, so timed per call
                 self._run.add(ended - started)
-            if item.ahead + item.cost > 0:
-                self._through.add((ended - item.queued) / (item.ahead + item.cost))
+            if (units := self._work_units(item.ahead, item.cost)) > 0:
+                self._through.add((ended - item.queued) / units)
+        _LOGGER.debug(
+            "%s: a call of cost %.1f, %.1f ahead: done in %.2f s (ran %.2f s), expected in %.2f s",
+            self.name,
+            item.cost,
+            item.ahead,
+            ended - item.queued,
+            ended - started,
+            item.expected,
+        )
 
     def _release(self, owner: str) -> None:
         self._pending -= 1
