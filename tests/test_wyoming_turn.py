@@ -284,8 +284,10 @@ async def test_audio_stop_before_our_end_is_answered(server: Server) -> None:
     assert same_words(events[-1].data["text"], whole), events
 
 
-async def test_external_vad_leaves_the_end_to_the_client(data_dir: Path, tmp_path: Path) -> None:
-    """--external-vad: requires_external_vad is advertised, and nothing comes before audio-stop."""
+async def test_external_vad_leaves_the_end_to_the_client(server: Server, data_dir: Path, tmp_path: Path) -> None:
+    """--external-vad: requires_external_vad is advertised, and nothing comes before audio-stop. A recording sent
+    faster than it plays and closed with audio-stop (a file, not a speaker) is transcribed whole by a server that
+    ends turns itself too, exactly as by one with --external-vad, however long it pauses after whole words."""
     running = start_server(["--data-dir", str(data_dir), "--asr-model", "tiny.en", "--external-vad"], tmp_path)
     try:
         async with running.client() as client:
@@ -296,6 +298,13 @@ async def test_external_vad_leaves_the_end_to_the_client(data_dir: Path, tmp_pat
         result = await home_assistant(running, speech, silence=2.5)
         assert result.sent_audio_stop, result  # the server waited for it
         assert same_words(result.text, await heard_whole(running, speech)), result
+
+        paused = await paused_after(server, "Turn on the living room light.", "room", pause=1.0)
+        async with running.client() as external, server.client() as ours:
+            theirs = (await transcribe(external, paused, language="en")).data["text"]
+            heard = (await transcribe(ours, paused, name="tiny.en", language="en")).data["text"]
+        # every word, the one after the pause too (tiny.en hears it as it may: "like"), and the same words
+        assert len(normalise(heard).split()) == 6 and same_words(heard, theirs), (heard, theirs)
     finally:
         assert running.stop() == 0, running.log
     assert_clean_log(running.log)
