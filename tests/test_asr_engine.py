@@ -14,9 +14,10 @@ from helpers import CORPUS, corpus, load_audio, normalise, wer
 
 from wyoming_wis.asr import WhisperEngine
 from wyoming_wis.asr import decoder as decoder_module
+from wyoming_wis.asr.assemble import Transcript
 from wyoming_wis.asr.decoder import Job, Options
 from wyoming_wis.asr.session import AsrSession, _StableText
-from wyoming_wis.asr.turn import PATIENCE
+from wyoming_wis.asr.turn import PATIENCE, TurnEnd
 from wyoming_wis.asr.vad import LEAD, PAD, SpeechDetector
 from wyoming_wis.audio import AudioFormat
 from wyoming_wis.budget import MemoryBudget
@@ -291,6 +292,18 @@ def test_stable_text_sends_agreed_words_once() -> None:
     assert revised.update("Turn off the light.", final=True) == ""  # cannot take back what was sent
 
 
+async def spoken_turn(session: AsrSession, pcm: bytes, turn: asyncio.Future[TurnEnd]) -> tuple[TurnEnd, Transcript]:
+    """Feed 16 kHz 16-bit `pcm` at the pace it was spoken, 20 ms at a time, until the session ends the turn (the
+    future of its `turn_end`): the end, and the transcript."""
+    chunk, started = 640, asyncio.get_running_loop().time()
+    for offset in range(0, len(pcm), chunk):
+        if turn.done():
+            break
+        await asyncio.sleep(max(0, started + offset / 32000 - asyncio.get_running_loop().time()))
+        await session.feed(pcm[offset : offset + chunk], AudioFormat(RATE, 2, 1))
+    return await turn, await session.finish()
+
+
 @pytest.mark.parametrize(("second", "reason"), [(0.95, "complete"), (0.6, "silence")])
 async def test_a_whole_request_the_turn_model_doubted_is_heard_again(
     engine: WhisperEngine, second: float, reason: str
@@ -313,14 +326,7 @@ async def test_a_whole_request_the_turn_model_doubted_is_heard_again(
     )
     async with session:
         turn = asyncio.ensure_future(session.turn_end())
-        chunk, started = 640, asyncio.get_running_loop().time()  # 20 ms, at the pace it was spoken
-        for offset in range(0, len(pcm), chunk):
-            if turn.done():
-                break
-            await asyncio.sleep(max(0, started + offset / 32000 - asyncio.get_running_loop().time()))
-            await session.feed(pcm[offset : offset + chunk], AudioFormat(RATE, 2, 1))
-        end = await turn
-        transcript = await session.finish()
+        end, transcript = await spoken_turn(session, pcm, turn)
     assert end.reason == reason
     assert len(heard) == 2  # the first look, and once more: a doubt is not heard again and again
     listened_after = (heard[1] - heard[0]) / RATE  # the first call heard 0.2 s (TURN_PAD) of the silence
@@ -353,14 +359,7 @@ async def test_a_pause_whose_words_are_unclear_is_not_decoded_again_until_the_en
     )
     async with session:
         turn = asyncio.ensure_future(session.turn_end())
-        chunk, started = 640, asyncio.get_running_loop().time()  # 20 ms, at the pace it was spoken
-        for offset in range(0, len(pcm), chunk):
-            if turn.done():
-                break
-            await asyncio.sleep(max(0, started + offset / 32000 - asyncio.get_running_loop().time()))
-            await session.feed(pcm[offset : offset + chunk], AudioFormat(RATE, 2, 1))
-        end = await turn
-        transcript = await session.finish()
+        end, transcript = await spoken_turn(session, pcm, turn)
     assert end.reason == "silence"
     assert standard_passes == [True], standard_passes  # once, after the end
     assert normalise(transcript.text) == "in being comparatively modern"
