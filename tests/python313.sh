@@ -7,28 +7,17 @@
 # python3.13, with a stamp saying what it was built from, so a second run reuses it (the build takes about 6 min on
 # 2 cores). Delete that folder to build it again.
 set -euo pipefail
+# apt_install, apt_of_its_own, apt_get
+# shellcheck source=/dev/null
+source "$(dirname "$0")/debian.sh"
 
 CACHE="${WIS_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/wyoming-wis}"
-DEBIAN_MIRROR="${WIS_DEBIAN_MIRROR:-http://deb.debian.org}"  # serves debian/ and debian-security/
 # What the built Python needs from Debian bookworm: the compiler, and the headers of the modules Home
 # Assistant imports (ssl, sqlite3, ctypes, bz2, lzma, zlib, readline, dbm, uuid, curses)
 BUILD_DEPS=(build-essential pkg-config dpkg-dev xz-utils libssl-dev libffi-dev zlib1g-dev libsqlite3-dev libbz2-dev
             liblzma-dev libreadline-dev libgdbm-dev libgdbm-compat-dev uuid-dev libncurses-dev)
 
 log() { echo "tests/python313.sh: $*" >&2; }
-
-apt_install() {  # apt_install PACKAGE...: install those of the Debian packages that are missing
-    local missing=() package sudo=""
-    for package in "$@"; do
-        dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "ok installed" || missing+=("$package")
-    done
-    [ ${#missing[@]} -eq 0 ] && return
-    command -v apt-get >/dev/null || { log "install ${missing[*]} (apt-get is not here)"; exit 1; }
-    [ "$(id -u)" -eq 0 ] || sudo="sudo"
-    log "installing ${missing[*]} from Debian"
-    $sudo apt-get update -qq >&2
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-}
 
 python313() {  # python313: the path of Python 3.13, built once from Debian trixie's source package python3.13
     local prefix="$CACHE/python3.13" recipe="trixie python3.13, orig tarball + series *.patch, configure --prefix"
@@ -41,21 +30,13 @@ python313() {  # python313: the path of Python 3.13, built once from Debian trix
     local work="$CACHE/build-python3.13"
     local apt="$work/apt"
     rm -rf "$work" "$prefix"
-    mkdir -p "$apt/lists/partial" "$apt/cache/archives/partial" "$apt/state" "$work/src"
-    touch "$apt/state/status"
-    # deb-src lines for trixie and its security updates; apt picks the newest python3.13 of the two
-    local keyring=/usr/share/keyrings/debian-archive-keyring.gpg
-    printf 'deb-src [signed-by=%s] %s trixie main\n' "$keyring" "$DEBIAN_MIRROR/debian" > "$apt/sources.list"
-    printf 'deb-src [signed-by=%s] %s trixie-security main\n' "$keyring" "$DEBIAN_MIRROR/debian-security" \
-        >> "$apt/sources.list"
-    local opts=(-o "Dir::Etc::SourceList=$apt/sources.list" -o Dir::Etc::SourceParts=/dev/null
-                -o "Dir::State=$apt/state" -o "Dir::State::Lists=$apt/lists" -o "Dir::State::status=$apt/state/status"
-                -o "Dir::Cache=$apt/cache" -o APT::Sandbox::User="$(id -un)" -qq)
+    mkdir -p "$work/src"
     log "fetching Debian trixie's source package python3.13"
-    apt-get "${opts[@]}" update >&2
+    # deb-src lines for trixie and its security updates; apt picks the newest python3.13 of the two
+    apt_of_its_own "$apt" "deb-src debian trixie main" "deb-src debian-security trixie-security main"
     # apt checks each file against the signed Sources index; --download-only: no dpkg-source, whose Debian
     # patches (*.diff in debian/patches/series) re-lay Python for Debian's own paths (dist-packages, multiarch)
-    (cd "$work/src" && apt-get "${opts[@]}" source --download-only python3.13 >/dev/null)
+    (cd "$work/src" && apt_get "$apt" source --download-only python3.13 >/dev/null)
     tar -xf "$work"/src/python3.13_*.orig.tar.xz -C "$work"
     tar -xf "$work"/src/python3.13_*.debian.tar.xz -C "$work"
     local source patch
