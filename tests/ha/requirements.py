@@ -1,16 +1,18 @@
-"""Print the pip requirements of the core integrations the HA tests set up, read from the installed Home Assistant.
+"""Print the pip requirements of the installed Home Assistant and of the core integrations the HA tests set up.
 
 The homeassistant package does not depend on its integrations' requirements (wyoming, hassil, mutagen, ...): Home
 Assistant installs them when it first sets an integration up, which the test harness turns off. tests/ha/env.sh
-installs what this prints, so each HA version gets the versions its own manifests pin.
+installs what this prints, so each HA version gets the versions its own manifests pin. It prints Home Assistant's own
+requirements too: env.sh installs a version newer than the test plugin's over it without them (pip --no-deps), so
+this reads everything without importing homeassistant (whose __init__ imports them).
 """
 
 from __future__ import annotations
 
+import importlib.metadata
+import importlib.util
 import json
 from pathlib import Path
-
-import homeassistant.components
 
 # What tests/ha sets up, or imports (zeroconf: ZeroconfServiceInfo lives there in HA 2024.3)
 INTEGRATIONS = [
@@ -30,10 +32,13 @@ INTEGRATIONS = [
 
 
 def requirements(domains: list[str]) -> list[str]:
-    """The requirements of `domains` and of everything they depend on, in manifest order, each once."""
-    root = Path(homeassistant.components.__path__[0])
+    """Home Assistant's own requirements, then those of `domains` and of everything they depend on, in manifest order,
+    each once."""
+    spec = importlib.util.find_spec("homeassistant")
+    assert spec is not None and spec.submodule_search_locations, "Home Assistant is not installed"
+    root = Path(spec.submodule_search_locations[0]) / "components"
     seen: set[str] = set()
-    found: list[str] = []
+    found: list[str] = importlib.metadata.requires("homeassistant") or []
     todo = list(domains)
     while todo:
         domain = todo.pop(0)
