@@ -4,13 +4,13 @@
 #   ./run.sh test              install the test tools (Python and Debian) and XTTS (the xtts extra) too, and run the tests:
 #                              the main suite on Python 3 (.venv), again on Python 3.13 (.venv-3.13, made with the
 #                              Python that tests/python313.sh builds once), then the Home Assistant suites (tests/ha)
-#                              on HA 2026.2.3 and 2024.3.3
+#                              on HA 2026.11.0, 2026.2.3 and 2024.3.3
 #   ./run.sh test fast [PYTEST...]  the fast tier only (pytest -m fast: in-process, no server, model or browser;
 #                              under a minute), on Python 3 (.venv) only; it needs neither Debian's tools nor XTTS
 #   ./run.sh test [PYTEST...]  the main suite only, on Python 3 (.venv) only, with those pytest arguments
 #   ./run.sh test py313 [PYTEST...]  the main suite only, on Python 3.13 (.venv-3.13) only
 #   ./run.sh test ha [PYTEST...]  the Home Assistant suites only; their Python and venvs are built once into
-#                              ${WIS_CACHE_DIR:-~/.cache/wyoming-wis} (tests/ha/env.sh; about 10 min the first time)
+#                              ${WIS_CACHE_DIR:-~/.cache/wyoming-wis} (tests/ha/env.sh; about 12 min the first time)
 #   ./run.sh addon DIR [WHEEL] make DIR a local Home Assistant add-on folder from this checkout: addon/ and, in its
 #                              dist/, the wheel built from here or WHEEL (the add-on's Dockerfile installs it); see README.md
 #   ./run.sh bench [asr|tts|rtc] [FLAGS...]  run the benchmarks against the peer servers (all, or one with its flags)
@@ -82,14 +82,16 @@ test_tools() {  # from Debian, for the tests: libvo-amrwbenc (AMR-WB, as a Willo
 }
 
 ha_tests() {  # ha_tests [PYTEST...]: tests/ha on each Home Assistant version, in its own venv (tests/ha/env.sh),
-              # against this checkout's server; both run even if the first fails
+              # against this checkout's server, newest first; each runs even if another fails
     local server version venv arg status=0 where=(tests/ha)
     server="$(cd "$VENV" && pwd)/bin/wyoming-wis"
     for arg in "$@"; do [ -e "${arg%%::*}" ] && where=(); done  # the arguments name the tests to run
-    for version in 2026.2.3 2024.3.3; do
+    for version in 2026.11.0 2026.2.3 2024.3.3; do
         venv="$(tests/ha/env.sh "$version")" || { status=1; continue; }
         echo "Home Assistant $version: tests/ha" >&2
-        WIS_HA_SERVER="$server" "$venv/bin/python" -m pytest -c tests/ha/pytest.ini "${where[@]}" "$@" || status=1
+        # (PYTHONPATH: for tests/ha/ha_first.py, which pytest loads before the plugins: see tests/ha/pytest.ini)
+        WIS_HA_SERVER="$server" PYTHONPATH=tests/ha "$venv/bin/python" -m pytest -c tests/ha/pytest.ini "${where[@]}" "$@" \
+            || status=1
     done
     return "$status"
 }
