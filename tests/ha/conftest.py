@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import socket
 import subprocess
 import time
@@ -34,9 +35,14 @@ from replies import words
 from support import ROOT, Pcm, decode, metadata, transcribe, wer, within
 
 # The server as ./run.sh installs it (run.sh passes its venv's); the tests never import it: it runs on Python 3.11
-# with its own dependencies, HA 2026.2 on 3.13.
+# with its own dependencies, HA 2026.11 on 3.14, 2026.2 on 3.13.
 SERVER = Path(os.environ.get("WIS_HA_SERVER", ROOT / ".venv" / "bin" / "wyoming-wis"))
 READY_LINE = "Wyoming server listening on"
+# The limits on turns the server ends itself (--max-turn-seconds, --no-speech-seconds), as set here: the defaults
+MAX_TURN_SECONDS = 15.0
+NO_SPEECH_SECONDS = 5.0
+# Why the server ended a turn (wyoming_wis/asr/session.py logs it with --debug; wyoming_wis/asr/turn.py `Reason`)
+TURN_ENDED = re.compile(r"Turn ended \(([a-z-]+)\)")
 # What HA needs set up for the paths under test; wyoming's own dependencies (assist_pipeline, ...) follow
 HassClient = Callable[[], Awaitable[ClientSession]]  # the `hass_client` fixture: a client of HA's HTTP API
 COMPONENTS = ["http", "tts", "stt", "media_source", "assist_pipeline", "conversation", "intent"]
@@ -60,6 +66,10 @@ class WisServer:
     @property
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
+
+    def turns_ended(self) -> list[str]:
+        """Why the server ended each turn it ended so far, in order."""
+        return TURN_ENDED.findall(self.log)
 
 
 def offline_env(home: Path) -> dict[str, str]:
@@ -86,7 +96,8 @@ def wis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WisServer]:
     workdir = tmp_path_factory.mktemp("wis")
     port = free_port()
     argv = [str(SERVER), "--data-dir", str(workdir / "data"), "--uri", f"tcp://127.0.0.1:{port}", "--no-http"]
-    argv += ["--asr-model", "base", "--voice", "en_US-joe-medium"]
+    argv += ["--asr-model", "base", "--voice", "en_US-joe-medium", "--debug"]
+    argv += ["--max-turn-seconds", str(MAX_TURN_SECONDS), "--no-speech-seconds", str(NO_SPEECH_SECONDS)]
     log_path = workdir / "server.log"
     with open(log_path, "wb") as log:
         process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=log, env=offline_env(workdir), cwd=workdir)
@@ -185,8 +196,21 @@ class Wis:
         end_stage: PipelineStage,
         start_stage: PipelineStage = PipelineStage.STT,
     ) -> dict[PipelineEventType, Any]:
+        """Run an assist pipeline on a satellite's audio; its events' data by type (it fails on an error event)."""
+        events = await self.pipeline_events(pipeline_id, audio, end_stage, start_stage)
+        errors = [event.data for event in events if event.type == PipelineEventType.ERROR]
+        assert not errors, (errors, [event.type for event in events])
+        return {event.type: event.data for event in events}
+
+    async def pipeline_events(
+        self,
+        pipeline_id: str,
+        audio: AsyncIterator[bytes],
+        end_stage: PipelineStage,
+        start_stage: PipelineStage = PipelineStage.STT,
+    ) -> list[PipelineEvent]:
         """Run an assist pipeline on a satellite's audio, as assist_pipeline/__init__.py
-        `async_pipeline_from_audio_stream` does for one; its events' data by type (it fails on an error event)."""
+        `async_pipeline_from_audio_stream` does for one; its events, errors too."""
         events: list[PipelineEvent] = []
         await within(
             60,
@@ -202,9 +226,7 @@ class Wis:
                 end_stage=end_stage,
             ),
         )
-        errors = [event.data for event in events if event.type == PipelineEventType.ERROR]
-        assert not errors, (errors, [event.type for event in events])
-        return {event.type: event.data for event in events}
+        return events
 
     async def hears(self, pcm: Pcm, language: str = "en") -> str:
         return await transcribe(self.server.host, self.server.port, pcm, language)

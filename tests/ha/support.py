@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import array
 import asyncio
+import html
 import subprocess
 import tempfile
+import time
 from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeVar
 
@@ -53,16 +56,22 @@ class Pcm:
     def seconds(self) -> float:
         return len(self.audio) / (2 * RATE)
 
-    def trimmed(self, threshold: float = 0.02, margin: float = 0.1) -> Pcm:
-        """Without the silence around the speech (an MP3 encoder's delay, a voice's padding), which makes Whisper
-        base mishear a lone short word ("Done" as "then"); empty if it is all silence."""
+    def loud(self, threshold: float = 0.02) -> tuple[int, int] | None:
+        """The first and the last sample louder than `threshold` (of full scale): where the speech is; None if
+        there is none."""
         samples = array.array("h", self.audio)
         limit = int(threshold * 32768)
         loud = [index for index, sample in enumerate(samples) if abs(sample) > limit]
-        if not loud:
+        return (loud[0], loud[-1]) if loud else None
+
+    def trimmed(self, threshold: float = 0.02, margin: float = 0.1) -> Pcm:
+        """Without the silence around the speech (an MP3 encoder's delay, a voice's padding), which makes Whisper
+        base mishear a lone short word ("Done" as "then"); empty if it is all silence."""
+        loud = self.loud(threshold)
+        if loud is None:
             return Pcm(b"")
-        pad = int(margin * RATE)
-        return Pcm(samples[max(0, loud[0] - pad) : loud[-1] + pad].tobytes())
+        pad = int(margin * RATE) * 2
+        return Pcm(self.audio[max(0, 2 * loud[0] - pad) : 2 * loud[1] + pad])
 
 
 async def decode(data: bytes) -> Pcm:
@@ -99,10 +108,16 @@ def _decode(data: bytes) -> Pcm:
     return Pcm(result.stdout)
 
 
-async def espeak(text: str, voice: str) -> Pcm:
+async def espeak(text: str, voice: str, pause: float = 0.0) -> Pcm:
     """A spoken command recorded with espeak-ng (-s 150 words a minute, -g 4: a short gap between words, which
-    Whisper base needs to hear espeak's German articles)."""
+    Whisper base needs to hear espeak's German articles), with `pause` seconds of silence before its last word: an
+    SSML break, inside the sentence (its words before the break keep their length, where a sentence of their own
+    ends on a drawn-out last word)."""
     command = ["espeak-ng", "-v", voice, "-s", "150", "-g", "4", "--stdout", text]
+    if pause:
+        before, last = map(html.escape, text.rsplit(" ", 1))
+        command[-1] = f'<speak>{before} <break time="{round(pause * 1000)}ms"/> {last}</speak>'
+        command.insert(1, "-m")  # SSML
     wav = await asyncio.to_thread(subprocess.run, command, capture_output=True, check=True)
     return await decode(wav.stdout)
 
@@ -136,6 +151,34 @@ async def stream(pieces: list[bytes]) -> AsyncIterator[bytes]:
     for piece in pieces:
         yield piece
         await asyncio.sleep(0)
+
+
+@dataclass
+class Live:
+    """A satellite's microphone: `speech`, then `silence` seconds of silence, in `chunks`' pieces, each sent once it
+    has been spoken. It notes when (UTC, as HA's pipeline events) the first piece and the piece with the speech's
+    last loud sample went to HA, and whether the stream ran out: HA then sends audio-stop, so HA, not the server,
+    ended the turn."""
+
+    speech: Pcm
+    silence: float
+    started: datetime | None = None
+    speech_sent: datetime | None = None
+    ran_out: bool = False
+
+    async def stream(self) -> AsyncIterator[bytes]:
+        loud = self.speech.loud()
+        last_speech = None if loud is None else 2 * loud[1]  # its byte
+        sent = 0
+        start = time.monotonic()
+        self.started = datetime.now(UTC)
+        for piece in chunks(self.speech, trailing_silence=self.silence):
+            await asyncio.sleep(max(0.0, start + (sent + len(piece)) / (2 * RATE) - time.monotonic()))
+            if last_speech is not None and sent <= last_speech < sent + len(piece):
+                self.speech_sent = datetime.now(UTC)
+            sent += len(piece)
+            yield piece
+        self.ran_out = True
 
 
 # -- scoring ------------------------------------------------------------------------
