@@ -116,7 +116,7 @@ from common import (  # noqa: E402
 
 from wyoming_wis.catalog import Catalog  # noqa: E402
 
-HA_VERSION = "2026.2.3"  # the newest Home Assistant of the conformance suite (tests/ha/env.sh)
+HA_VERSION = "2026.2.3"  # a Home Assistant of the conformance suite (tests/ha/env.sh): BENCHMARKS.md measured it
 CHUNK_BYTES = 320  # Home Assistant's BYTES_PER_CHUNK: 10 ms at 16 kHz, 16-bit mono
 CHUNK_SECONDS = CHUNK_BYTES / WIDTH / RATE
 LEAD_SECONDS = 0.3  # silence before the speech: the wake word has just been heard

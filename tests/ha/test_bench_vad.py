@@ -1,7 +1,8 @@
 """bench/ha_vad.py, through which bench/endpoint.py lets Home Assistant's own VAD decide where `audio-stop` goes:
 it must end a spoken command in the silence after it, as the pipeline does, and at the segmenter's 15 s cap.
 
-HA 2024.3 has no audio enhancer (microVAD came with it later), and the benchmark runs only on the newest HA here.
+HA 2024.3 has no audio enhancer (microVAD came with it later), and the benchmark runs on a newer HA (bench/endpoint.py
+`HA_VERSION`).
 """
 
 from __future__ import annotations
