@@ -297,7 +297,7 @@ def write_wav(path: Path, samples: np.ndarray, rate: int = WHISPER_RATE) -> None
             container.mux(stream.encode(frame))
         container.mux(stream.encode(None))
     with atomic_write(path) as file:
-        file.write(wav.getbuffer())
+        file.write(wav.getvalue())  # a copy: a view of the buffer (getbuffer) left alive stops PyAV resizing it
 
 
 @dataclass(frozen=True)
