@@ -23,7 +23,9 @@ the bundled Piper voice at two of three speeds, and the LJ Speech clips of tests
 shared/corpus's); paused commands, whose words before the pause are not a complete request ("set a timer for
 ... ten minutes"), each at three speeds, and the LJ clips cut mid-sentence after a function word, with 0.3-0.8 s
 of silence inserted at that word boundary (found with faster-whisper's word timestamps, placed at the quietest
-10 ms between the two words); long requests of 10-15 s (Piper, and pairs of LJ clips). Each clip's last speech
+10 ms between the two words); whole-paused commands, whose words before the pause are a whole request by
+themselves ("turn on the living room ... lamp"), each at three speeds with 0.3, 0.6 and 1.0 s of silence, where
+only the sound can tell that more is coming; long requests of 10-15 s (Piper, and pairs of LJ clips). Each clip's last speech
 sample is its last word's end (word timestamps) refined by energy: the end of the last 10 ms louder than 35 dB
 under the clip's speech level; a paused clip's speech resumes at the first such 10 ms after the pause.
 
@@ -124,9 +126,10 @@ TAIL_SECONDS = 4.0  # continuous silence streamed after the speech, at most
 GRACE_SECONDS = 2.0  # then how long to wait for a transcript before counting none
 PEER_ENDPOINTING = 0.7  # --vad-endpointing seconds: its README's example, Home Assistant's default silence
 SENSITIVITIES = tuple(sensitivity.value for sensitivity in VadSensitivity)  # the protocol's own list
-KINDS = ("plain", "paused", "long")
+KINDS = ("plain", "paused", "whole-paused", "long")
 SCALES = (0.8, 1.0, 1.25)  # Piper length scales: brisk, the voice's own pace, slow
 PAUSES = (0.3, 0.45, 0.6, 0.8)  # seconds of silence inserted in a paused command, in turn
+WHOLE_PAUSES = (0.3, 0.6, 1.0)  # ... in a whole-paused one: each command at each, one per speed
 FRAME_SECONDS = 0.01  # the energy analysis' frame
 SPEECH_DB_BELOW = 35.0  # a frame this far under the clip's speech level (95th percentile) is silence
 FUNCTION_WORDS = {"the", "a", "an", "of", "to", "in", "for", "with", "by", "on", "and", "from", "that", "as"}
@@ -153,6 +156,16 @@ PAUSED = [  # "|" marks the pause; the words before it are not a complete reques
     "Set an alarm for | seven thirty tomorrow morning.",
     "Turn on the fan in the | bathroom.",
 ]
+WHOLE_PAUSED = [  # the words before the pause are a whole request by themselves: only the sound says more is coming
+    "Turn on the living room | lamp.",
+    "Turn off the kitchen lights | please.",
+    "Open the garage | door.",
+    "Set a timer | for ten minutes.",
+    "Play some music | in the bedroom.",
+    "Turn on the fan | in the bathroom.",
+    "Lock the front door | and the back door.",
+    "What time is it | in Tokyo?",
+]
 LONG = [  # 10-15 s at the length scales LONG_SCALES
     "Turn off all the lights downstairs, close the blinds in the living room and in the kitchen, lock the front "
     "door and the back door, start the robot vacuum in the hallway, and set the thermostat to nineteen degrees "
@@ -163,7 +176,7 @@ LONG = [  # 10-15 s at the length scales LONG_SCALES
     "over, turn off the speaker, switch on the dishwasher and dim the lights in the dining room to twenty percent.",
 ]
 LONG_SCALES = (1.0, 1.25)
-QUICK_PER_KIND = {"plain": 3, "paused": 3, "long": 1}
+QUICK_PER_KIND = {"plain": 3, "paused": 3, "whole-paused": 3, "long": 1}
 
 
 # -- corpus -------------------------------------------------------------------------------
@@ -219,6 +232,13 @@ def piper_sources(data_dir: Path) -> list[Source]:
             pause = PAUSES[(number * len(SCALES) + step) % len(PAUSES)]
             recording = spoken(name, f"{prefix} {rest}", scale)
             sources.append(Source(name, "paused", f"piper x{scale:g}", recording, prefix, pause))
+    for number, marked in enumerate(WHOLE_PAUSED):
+        prefix, rest = (part.strip() for part in marked.split("|"))
+        for step, scale in enumerate(SCALES):
+            name = f"whole{number:02d}x{scale:g}"
+            pause = WHOLE_PAUSES[(number + step) % len(WHOLE_PAUSES)]
+            recording = spoken(name, f"{prefix} {rest}", scale)
+            sources.append(Source(name, "whole-paused", f"piper x{scale:g}", recording, prefix, pause))
     for number, text in enumerate(LONG):
         for scale in LONG_SCALES:
             name = f"long{number}x{scale:g}"
@@ -334,6 +354,7 @@ def make_clip(source: Source, words: Sequence[Word], folder: Path) -> Clip:
 def corpus_folder() -> Path:
     """Where the corpus of this definition is cached: keyed on everything that makes it."""
     definition = [CORPUS_VERSION, LEAD_SECONDS, SCALES, PAUSES, COMMANDS, PAUSED, LONG, LONG_SCALES, MODEL]
+    definition += [WHOLE_PAUSES, WHOLE_PAUSED]
     return CACHE / "endpoint" / cache_key(json.dumps(definition))
 
 
@@ -666,12 +687,14 @@ def verdicts(summary: Sequence[dict]) -> list[dict]:
     for sensitivity in SENSITIVITIES:
         label = f"ours ({sensitivity})"
         everything, paused = row.get((label, "all")), row.get((label, "paused"))
+        whole = row.get((label, "whole-paused"))
         if everything is None:
             continue
         checks = [
             ("median <= 0.35 s (all)", everything["median_s"], fmt_s, lambda v: v <= 0.35),
             ("p95 <= 0.6 s (all)", everything["p95_s"], fmt_s, lambda v: v <= 0.6),
             ("false cuts <= 2 % (paused)", paused and paused["cut_share"], fmt_pct, lambda v: v <= 0.02),
+            ("no false cut (whole-paused)", whole and whole["cut_share"], fmt_pct, lambda v: v == 0),
             ("WER <= HA default path + ours (all)", everything["wer"], fmt_pct, lambda v: v <= baseline + 1e-9),
         ]
         for target, value, show, check in checks:

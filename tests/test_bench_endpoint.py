@@ -164,6 +164,7 @@ def test_the_summary_counts_cuts_and_missing_transcripts_and_judges_ours_against
         turn(ours, "plain", 0.4),
         turn(ours, "paused", None, "turn on", cut=True),
         turn(ours, "paused", 0.3),
+        turn(ours, "whole-paused", 0.3),
         turn(ours, "long", None, None),
         *(turn(ha, kind, 1.3) for kind in endpoint.KINDS),
     ]
@@ -177,6 +178,7 @@ def test_the_summary_counts_cuts_and_missing_transcripts_and_judges_ours_against
         "median <= 0.35 s (all)": True,
         "p95 <= 0.6 s (all)": True,
         "false cuts <= 2 % (paused)": False,
+        "no false cut (whole-paused)": True,
         "WER <= HA default path + ours (all)": False,
     }
 
@@ -194,4 +196,7 @@ def test_growth_is_against_the_same_clip_alone() -> None:
 def test_quick_picks_each_kind_across_its_clips() -> None:
     clips = [Clip(f"{kind}{n}", kind, "", "", "", 1.0, 1.0) for kind in endpoint.KINDS for n in range(10)]
     picked = endpoint.pick(clips)
-    assert [c.name for c in picked] == ["plain0", "plain4", "plain9", "paused0", "paused4", "paused9", "long0"]
+    assert [c.name for c in picked] == [
+        *("plain0", "plain4", "plain9", "paused0", "paused4", "paused9"),
+        *("whole-paused0", "whole-paused4", "whole-paused9", "long0"),
+    ]
