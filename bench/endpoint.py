@@ -25,9 +25,9 @@ shared/corpus's); paused commands, whose words before the pause are not a comple
 of silence inserted at that word boundary (found with faster-whisper's word timestamps, placed at the quietest
 10 ms between the two words); whole-paused commands, whose words before the pause are a whole request by
 themselves ("turn on the living room ... lamp"), each at three speeds with 0.3, 0.6 and 1.0 s of silence, where
-only the sound can tell that more is coming; long requests of 10-15 s (Piper, and pairs of LJ clips). Each clip's last speech
-sample is its last word's end (word timestamps) refined by energy: the end of the last 10 ms louder than 35 dB
-under the clip's speech level; a paused clip's speech resumes at the first such 10 ms after the pause.
+only the sound can tell that more is coming; long requests of 10-15 s (Piper, and pairs of LJ clips). Each clip's
+last speech sample is its last word's end (word timestamps) refined by energy: the end of the last 10 ms louder than
+35 dB under the clip's speech level; a paused clip's speech resumes at the first such 10 ms after the pause.
 
 A turn is a false cut when it ended (`audio-stop` sent, or the transcript came) before the last speech sample
 was sent: on the paused commands, before the speech after the pause was complete. A cut turn has no

@@ -7,8 +7,10 @@ clip, at every place the VAD hears the speech stop for at least the default sens
 (with word times), ask the turn model, and apply the rules (the model's probability, the words, a last word that
 begins where the speech ends). Where only the model was not sure, and the pause lasts the sensitivity's `recheck`,
 the model listens again to the audio up to then. A clip's last pause is its whole request: judged complete, the
-turn ends at once (or at the second listen); not complete, it waits for the silence (1 s). Any earlier pause
-lasting longer than a judgement takes (LONG_PAUSE) that is judged complete would be a false cut in real time.
+turn ends once the pause has lasted the sensitivity's `settle` (or at the second listen); not complete, it waits
+for the silence. Any earlier pause judged complete that lasts the `settle`, and longer than a judgement takes
+(LONG_PAUSE), would be a false cut in real time. Each pause also records what the model says after each of
+LISTENS seconds of silence it lasted, to weigh other rules.
 
     .venv/bin/python bench/turn_signals.py [--kinds plain,paused,long]
 
@@ -50,6 +52,7 @@ from wyoming_wis.requests import AsrRequest  # noqa: E402
 
 LONG_PAUSE = 0.4  # seconds of silence: about a judgement's time on 2 cores; a shorter pause resumes before it ends
 SENSITIVITY = "default"
+LISTENS = (0.1, 0.2, 0.3, 0.4, 0.6, 0.8)  # seconds of real silence after which the model is asked too, to weigh rules
 
 
 @dataclass
@@ -70,6 +73,7 @@ class Pause:
     complete: bool  # all three judges agree: the turn would end here
     second_probability: float | None  # the turn model's at the second listen, if there was one
     complete_later: bool  # the turn would end at the second listen
+    listens: dict[str, float]  # the turn model's probability after each of LISTENS seconds of silence the pause lasted
 
 
 def pauses(probs: np.ndarray, check: int) -> list[tuple[int, int]]:
@@ -141,13 +145,19 @@ async def run(args: argparse.Namespace, _: ExitStack) -> dict:
                     complete,
                     second,
                     second is not None and second >= RECHECK_THRESHOLD,
+                    {},
                 )
+                for seconds in LISTENS:
+                    if silence >= seconds * WHISPER_RATE:
+                        heard = audio[: end + int(seconds * WHISPER_RATE)]
+                        pause.listens[f"{seconds:g}"] = round(await turn.complete(heard), 4)
                 judged.append(pause)
             log(f"[{number}/{len(clips)} {clip.name}] {len(stops)} pauses")
     finally:
         whisper.close()
         turn.close()
-    return {"sensitivity": SENSITIVITY, "long_pause_s": LONG_PAUSE, "pauses": [asdict(p) for p in judged]}
+    long_pause = max(LONG_PAUSE, patience.settle)
+    return {"sensitivity": SENSITIVITY, "long_pause_s": long_pause, "pauses": [asdict(p) for p in judged]}
 
 
 def why_not(pause: dict, threshold: float) -> str:

@@ -17,7 +17,7 @@ from wyoming_wis.asr import decoder as decoder_module
 from wyoming_wis.asr.assemble import Transcript
 from wyoming_wis.asr.decoder import Job, Options
 from wyoming_wis.asr.session import AsrSession, _StableText
-from wyoming_wis.asr.turn import PATIENCE, TurnEnd
+from wyoming_wis.asr.turn import PATIENCE, TurnEnd, TurnLimits
 from wyoming_wis.asr.vad import LEAD, PAD, SpeechDetector
 from wyoming_wis.audio import AudioFormat
 from wyoming_wis.budget import MemoryBudget
@@ -334,6 +334,74 @@ async def test_a_whole_request_the_turn_model_doubted_is_heard_again(
     assert normalise(transcript.text) == "in being comparatively modern"
     if reason == "complete":  # at the second listen, before the silence would have ended it
         assert end.samples < (0.3 + len(speech) / RATE + patience.silence) * RATE
+
+
+@pytest.mark.parametrize("pause", [0.3, 0.6])
+async def test_a_whole_sentence_then_a_pause_shorter_than_settle_is_not_an_end(
+    engine: WhisperEngine, pause: float
+) -> None:
+    """ "Turn on the living room ... lamp": the words before the pause are a request of their own, and the turn model
+    (Smart Turn scored such pauses in Piper's takes as high as real ends) is sure the speaker is done. No pause
+    shorter than the sensitivity's `settle` ends the turn: the speech after it is part of it, and the turn ends once
+    the silence after all of it has settled."""
+    heard: list[int] = []
+
+    async def turn_model(audio: np.ndarray) -> float:
+        heard.append(len(audio))
+        return 0.99
+
+    first, second = samples(CORPUS / "LJ001-0008.flac"), samples(CORPUS / "LJ001-0002.flac")  # two whole sentences
+    lead = np.concatenate([silence(0.3), first])
+    pcm = (np.concatenate([lead, silence(pause), second, silence(3)]) * 32767).astype("<i2").tobytes()
+    patience = PATIENCE["default"]
+    options = engine.options(AsrRequest(language="en"))
+    hold = MemoryBudget(1 << 30).hold()
+    session = AsrSession(
+        engine, options, frontend="test", max_seconds=30, hold=hold, end_of_turn="default", turn_model=turn_model
+    )
+    async with session:
+        turn = asyncio.ensure_future(session.turn_end())
+        end, transcript = await spoken_turn(session, pcm, turn)
+    said = len(lead) + int(pause * RATE) + len(second)
+    assert end.reason == "complete" and said < end.samples < said + (patience.silence - 0.1) * RATE
+    assert len(heard) >= 2 and heard[0] < len(lead) + int(pause * RATE)  # the first sentence was judged complete
+    text = normalise(transcript.text)
+    assert text.startswith("has never been surpassed") and text.endswith("comparatively modern"), text
+
+
+async def test_the_most_speech_a_turn_may_hold_ends_it_while_a_pause_is_judged(engine: WhisperEngine) -> None:
+    """A reading that goes on past the limit, its first pause judged by a turn model that takes 4 s: the limit ends
+    the turn as the audio reaches it, not once the judgement in flight has come back (seconds later)."""
+
+    async def turn_model(audio: np.ndarray) -> float:
+        await asyncio.sleep(4.0)
+        return 0.1
+
+    lead = 0.3
+    reading = samples(CORPUS / "LJ001-0001.flac")  # 9.7 s: "Printing, in the only sense ...", pausing at commas
+    pcm = (np.concatenate([silence(lead), reading]) * 32767).astype("<i2").tobytes()
+    options = engine.options(AsrRequest(language="en"))
+    hold = MemoryBudget(1 << 30).hold()
+    limits = TurnLimits(max_speech=3.0, no_speech=5.0)
+    session = AsrSession(
+        engine,
+        options,
+        frontend="test",
+        max_seconds=30,
+        hold=hold,
+        end_of_turn="default",
+        limits=limits,
+        turn_model=turn_model,
+    )
+    async with session:
+        turn = asyncio.ensure_future(session.turn_end())
+        end, transcript = await spoken_turn(session, pcm, turn)
+    detector = SpeechDetector()
+    detector.update(np.concatenate([silence(lead), reading]))
+    start = detector.speech_start()
+    assert end.reason == "max-speech" and start is not None
+    assert end.samples - start <= (limits.max_speech + 0.1) * RATE, (end.samples - start) / RATE
+    assert normalise(transcript.text).startswith("printing in the only sense"), transcript.text
 
 
 async def test_a_pause_whose_words_are_unclear_is_not_decoded_again_until_the_end(

@@ -74,7 +74,8 @@ def test_patience_grows_with_relaxed_and_shrinks_with_aggressive() -> None:
     aggressive, default, relaxed = PATIENCE["aggressive"], PATIENCE["default"], PATIENCE["relaxed"]
     assert aggressive.silence < default.silence < relaxed.silence
     assert aggressive.check <= default.check <= relaxed.check
+    assert aggressive.settle < default.settle < relaxed.settle
     assert aggressive.threshold < default.threshold < relaxed.threshold
     for patience in PATIENCE.values():
-        assert 0 < patience.check < patience.recheck < patience.silence
+        assert 0 < patience.check <= patience.settle < patience.recheck < patience.silence
         assert patience.threshold < RECHECK_THRESHOLD <= 1  # the second listen, after more silence, is stricter

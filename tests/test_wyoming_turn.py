@@ -328,3 +328,13 @@ async def test_speech_past_max_turn_seconds_ends_the_turn(limited: Server) -> No
     assert result.text and not result.sent_audio_stop, result
     assert time.perf_counter() - began < reading.seconds - 3, result  # ended while the reading went on
     assert normalise(result.text).split()[0] == "printing", result
+
+
+async def test_a_file_longer_than_max_turn_seconds_is_transcribed_whole(limited: Server) -> None:
+    """A recording sent faster than it plays, closed with audio-stop, is a file, not a speaker: the most speech a
+    turn may hold (3 s here) does not cut it."""
+    reading = load_audio(CORPUS / "LJ001-0001.flac")  # 9.7 s of continuous reading
+    async with limited.client() as client:
+        text = str((await transcribe(client, reading, language="en")).data["text"])
+    said = normalise(text)
+    assert said.startswith("printing") and said.endswith("exhibition"), text

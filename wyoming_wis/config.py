@@ -467,8 +467,10 @@ class WyomingSettings:
         switch=True,
     )
     vad_sensitivity: str = setting(
-        f"How soon the server ends a turn when the transcribe event names no vad_sensitivity: "
-        f"{', '.join(SENSITIVITIES)} (Home Assistant's names).",
+        f"How soon the server ends a turn when the transcribe event names no vad_sensitivity (Home Assistant names "
+        f"none): {', '.join(SENSITIVITIES)}. A whole request ends after 0.7 s of silence by default, so a pause "
+        f"shorter than that never cuts a command; 1.25 s relaxed; aggressive ends it at once, about 0.3 s after "
+        f"the last word, and may cut a speaker who pauses after words that are a request by themselves.",
         default=SENSITIVITIES[0],
         type=_one_of(SENSITIVITIES),
         metavar="LEVEL",

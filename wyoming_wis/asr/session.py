@@ -115,6 +115,7 @@ class AsrSession:
         self._turn: asyncio.Future[TurnEnd] = asyncio.get_running_loop().create_future()
         self._judged: int | None = None  # the end of speech whose pause was judged last
         self._doubted: int | None = None  # ... if its words were whole but the turn model heard more coming
+        self._complete: int | None = None  # ... if it was judged complete: it ends the turn once it settles
         self._kept: np.ndarray | None = None  # the audio of a turn the session ended
         self._arrivals: deque[tuple[int, float]] = deque(maxlen=_ARRIVALS)  # (samples kept, when)
 
@@ -147,10 +148,16 @@ class AsrSession:
             raise AudioTooLong(f"Audio is longer than the limit of {self.max_seconds:g} seconds")
 
     def _arrive(self) -> None:
-        """New audio is kept: wake the follower."""
+        """New audio is kept: end a turn that has reached its most speech, and wake the follower."""
         if self._first_audio is None:
             self._first_audio = time.monotonic()
         self._arrivals.append((self._samples, time.perf_counter()))
+        start = self._detector.speech_start()
+        if self._patience is not None and start is not None and not self._turn.done() and self._live(slack=0.0):
+            # here, not in `_judge`: a judgement in flight (a decode) must not make the limit late. A file is not
+            # a speaker: it ends with its audio-stop, however long
+            if self._samples - start >= self._limits.max_speech * WHISPER_RATE:
+                self._end("max-speech", self._samples, self._samples)
         if (self._on_text is not None or self._patience is not None) and self._follower is None:
             # work ahead of need: no client deadline of the request that started it applies; its client's it is
             with patience(None):
@@ -228,16 +235,15 @@ class AsrSession:
             # a file is not a speaker: not even its first second, which the slack for a live client's buffers lets in
             if self._patience is not None and not self._finishing and self._live(slack=0.0):
                 try:
-                    end = await self._judge(audio)
+                    ended = await self._judge(audio)
                 except WisError as err:  # e.g. busy: the turn is judged again later, or ends on silence
                     _LOGGER.debug("Turn not judged: %s", err)
                     continue
                 except Exception as err:  # a bug: the frontend reports it
-                    self._turn.set_exception(err)
+                    if not self._turn.done():
+                        self._turn.set_exception(err)
                     return
-                if end is not None:
-                    _LOGGER.debug("Turn ended (%s) after %.2f s", end.reason, end.samples / WHISPER_RATE)
-                    self._turn.set_result(end)
+                if ended or self._turn.done():  # or the most speech a turn may hold was reached meanwhile
                     return
             speech_end = self._detector.speech_end()
             if self._finishing or speech_end is None or not self._due(len(audio), speech_end, decoded_at, interval):
@@ -259,40 +265,37 @@ class AsrSession:
             except ConnectionError:
                 return
 
-    async def _judge(self, audio: np.ndarray) -> TurnEnd | None:
-        """The end of the turn, if it has come with `audio` (scored).
+    async def _judge(self, audio: np.ndarray) -> bool:
+        """End the turn if its end has come with `audio` (scored); whether it has ended.
 
         A pause is judged on sense once it has lasted the sensitivity's `check`, with the decode the transcript
-        needs anyway: judged complete, it ends the turn at once, keeping the audio it was judged on (so that
-        decode is the transcript). Its words whole but the turn model not sure, the model listens again at the
+        needs anyway: judged complete, it ends the turn once it has lasted the sensitivity's `settle` (that decode
+        is the transcript). Its words whole but the turn model not sure, the model listens again at the
         sensitivity's `recheck`. Any pause ends it at the sensitivity's `silence`.
         """
         assert self._patience is not None
         samples, start, end = len(audio), self._detector.speech_start(), self._detector.speech_end()
         if start is None or end is None:
-            return self._ended("no-speech", samples, None) if samples >= self._limits.no_speech * WHISPER_RATE else None
-        if end - start >= self._limits.max_speech * WHISPER_RATE:
-            return self._ended("max-speech", samples, end)
+            return samples >= self._limits.no_speech * WHISPER_RATE and self._end("no-speech", samples, None)
         silence = (samples - end) / WHISPER_RATE
         if silence >= self._patience.silence:
-            return self._ended("silence", samples, end)
+            return self._end("silence", samples, end)
         if silence < self._patience.check:
-            return None
+            return False
         if self._judged != end:
             self._judged = end
-            if not await self._sounds_complete(audio, end, silence):
-                return None
+            self._complete = end if await self._sounds_complete(audio, end, silence) else None
         elif self._doubted == end and silence >= self._patience.recheck:
             self._doubted = None
             probability = await self._probability(audio)
             _LOGGER.debug("Listened again after %.2f s of silence: turn model %.2f", silence, probability)
-            if probability < RECHECK_THRESHOLD:
-                return None
-        else:
-            return None
+            if probability >= RECHECK_THRESHOLD:
+                self._complete = end
+        if self._complete != end or silence < self._patience.settle:
+            return False
         await self.engine.score(self._detector, self.audio())  # what came while judging: the speaker may go on
         resumed = self._detector.speech_end()  # speech inside the audio judged (a word's tail) was decoded with it
-        return self._ended("complete", samples, end) if resumed is not None and resumed <= samples else None
+        return resumed is not None and resumed <= samples and self._end("complete", samples, end)
 
     async def _sounds_complete(self, audio: np.ndarray, end: int, silence: float) -> bool:
         """Whether the words so far form a request, and the turn model (if there is one) hears the speaker done."""
@@ -331,12 +334,17 @@ class AsrSession:
             _LOGGER.debug("No turn model: %s", err)
             return 1.0
 
-    def _ended(self, reason: Reason, samples: int, speech_end: int | None) -> TurnEnd:
-        """The turn ends at `samples`; its speech at `speech_end`, which arrived when the arrivals say."""
+    def _end(self, reason: Reason, samples: int, speech_end: int | None) -> bool:
+        """End the turn at `samples` (its speech at `speech_end`, which arrived when the arrivals say), unless it
+        has ended already; True."""
+        if self._turn.done():
+            return True
         arrived = None if speech_end is None else next((t for n, t in self._arrivals if n >= speech_end), None)
         kept = self._buffer[:samples]
         self._kept = kept if speech_end is None else _padded(kept, speech_end)
-        return TurnEnd(reason, samples, arrived)
+        self._turn.set_result(TurnEnd(reason, samples, arrived))
+        _LOGGER.debug("Turn ended (%s) after %.2f s", reason, samples / WHISPER_RATE)
+        return True
 
     def _due(self, samples: int, speech_end: int, decoded_at: int, interval: float) -> bool:
         """Whether a decode now is worth its cost."""

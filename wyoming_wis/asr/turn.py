@@ -2,12 +2,13 @@
 
 Home Assistant's own VAD ends a command after it has heard 0.7 s of silence,
 whatever was said: hearing "speech" for about 0.7 s after the last word, it ends
-every command about 1.4 s after it. Here a short pause is only a moment to look: the session
-decodes what was said (the decode the transcript needs anyway) and asks the
-turn-taking model (Smart Turn) whether the speaker sounds done. Words that
+every command about 1.4 s after it. Here a short pause is a moment to look: the
+session decodes what was said (the decode the transcript needs anyway) and asks
+the turn-taking model (Smart Turn) whether the speaker sounds done. Words that
 cannot end a request, a last word Whisper guessed rather than heard, or a model
-that hears more coming keep the turn open; anything else ends it at once. Where
-only the model heard more coming, it listens again once the pause has gone on
+that hears more coming keep the turn open; a pause judged complete ends it once
+it has lasted the sensitivity's `settle`, with the transcript ready. Where only
+the model heard more coming, it listens again once the pause has gone on
 (`recheck`): a whole request followed by that much silence is usually done,
 whatever its tone, and the model, hearing the silence too, mostly says so.
 Three limits end every turn: a longer silence, the most speech one turn may
@@ -37,6 +38,11 @@ class Patience:
     # Seconds of silence before the turn is judged on its sense (its words, the turn model): two of the VAD's
     # windows. It finds one-window gaps between words all the time, and each judgement costs a decode.
     check: float
+    # Seconds of silence a pause judged complete must last before it ends the turn. Words that are a whole
+    # request by themselves ("turn on the living room") are often followed, after a pause, by more ("... lamp"),
+    # and the turn model hears the difference in real speech but not reliably (bench/turn_signals.py: in Piper's
+    # takes it scored such pauses 0.56-0.98, as high as real ends): no pause shorter than this is ever an end.
+    settle: float
     # Seconds of silence after which a pause whose words were whole and heard, but which the turn model did not
     # hear as the end, is heard again: at RECHECK_THRESHOLD it ends the turn.
     recheck: float
@@ -44,12 +50,16 @@ class Patience:
     threshold: float  # the turn model's probability of a complete turn that counts as one
 
 
-# Home Assistant waits 0.25, 0.7 and 1.25 s of silence for these; judged on sense, a complete command ends much
-# sooner, and a command that is not complete yet may pause longer than that without being cut.
+# Home Assistant's own VAD waits 0.7 s of silence by default (1.25 s relaxed, 0.25 s aggressive) after about
+# 0.7 s in which it still hears "speech": it ends a command about 1.4 s after its last word. Here the default
+# never ends a turn on a pause shorter than its 0.7 s, and ends a whole command as soon as that much silence has
+# passed, its transcript already decoded during the pause; words that are not a whole request wait for the
+# silence. `aggressive` ends a whole command at once, when its words and the turn model agree: about 0.3 s after
+# the last word, at the risk of cutting a speaker who pauses after words that are a request by themselves.
 PATIENCE: dict[str, Patience] = {
-    "default": Patience(check=0.064, recheck=0.6, silence=1.0, threshold=0.7),
-    "relaxed": Patience(check=0.2, recheck=1.0, silence=1.5, threshold=0.85),
-    "aggressive": Patience(check=0.064, recheck=0.4, silence=0.6, threshold=0.5),
+    "default": Patience(check=0.064, settle=0.7, recheck=0.9, silence=1.25, threshold=0.7),
+    "relaxed": Patience(check=0.2, settle=1.25, recheck=1.35, silence=1.5, threshold=0.85),
+    "aggressive": Patience(check=0.064, settle=0.064, recheck=0.4, silence=0.6, threshold=0.5),
 }
 assert tuple(PATIENCE) == SENSITIVITIES
 # After a longer silence the model hears most pauses as ends, pauses inside a request too (pipecat's note: after
@@ -74,12 +84,12 @@ class TurnEnd:
     speech_ended: float | None  # time.perf_counter() when the turn's last speech had arrived; None: no speech
 
 
-# English words a request does not end on: articles, possessives, prepositions that are not particles ("turn it
+# English words a request does not end on: articles, possessives, prepositions that are seldom particles ("turn it
 # on" ends on "on"), conjunctions, adverbs that lead into another word ("has never"), auxiliaries, and fillers.
 # Other languages: the turn model and the silence judge.
 _OPEN_ENDED = frozenset(
     """a an the my your our their his her its these those some every another
-    to for of at with from into onto about by than via per towards as
+    to for of at in with from into onto about by than via per towards as
     and or but because if when while whether
     very quite rather just never
     is are was were can could would should will shall may might must
