@@ -200,3 +200,25 @@ def test_quick_picks_each_kind_across_its_clips() -> None:
         *("plain0", "plain4", "plain9", "paused0", "paused4", "paused9"),
         *("whole-paused0", "whole-paused4", "whole-paused9", "long0"),
     ]
+
+
+def test_ha_turns_times_each_path_from_the_last_speech_and_finds_its_cuts() -> None:
+    """bench/ha_turns.py reads tests/ha/bench_turns.py's rows: ours is cut when its transcript came before the last
+    speech sample, Home Assistant's path when its VAD ended before it; a stream that ran out was ended by neither."""
+    sys.path.insert(0, BENCH)
+    try:
+        import ha_turns  # noqa: PLC0415  (bench/ is not a package)
+    finally:
+        sys.path.remove(BENCH)
+    clip = Clip("c", "whole-paused", "piper x1", "Turn on the living room lamp.", "c.wav", 3.0, 2.0, 0.6, 1.6)
+
+    def row(system: str, stt_end: float | None, vad_end: float | None = None, ran_out: bool = False) -> dict:
+        times = {"stt_end_s": stt_end, "vad_end_s": vad_end, "ran_out": ran_out}
+        return {"clip": "c", "system": system, "heard": "x", "errors": [], "server_reasons": [], **times}
+
+    rows = [row("ours", 2.75), row("ours", 1.5), row("ha-vad", 2.5, 1.8), row("ha-vad", 3.3, 3.29)]
+    rows.append(row("ha-vad", 6.0, 6.0, ran_out=True))
+    played = ha_turns.turns(rows, {"c": clip})
+    assert [turn.cut for turn in played] == [False, True, True, False, False]
+    assert [turn.latency_s for turn in played] == [pytest.approx(0.75), None, None, pytest.approx(1.3), None]
+    assert [turn.system for turn in played[:3]] == ["ours (default)", "ours (default)", "HA VAD + ours"]

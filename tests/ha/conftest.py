@@ -89,15 +89,13 @@ def free_port() -> int:
         pytest_socket.disable_socket(allow_unix_socket=True)
 
 
-@pytest.fixture(scope="session")
-def wis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WisServer]:
-    """wyoming-wis with its bundled models (Whisper base, Piper joe) on a free port, for the whole session."""
+def start_wis(workdir: Path, *options: str) -> WisServer:
+    """wyoming-wis with its bundled models (Whisper base, Piper joe) on a free port, ready; `options` added."""
     assert SERVER.exists(), f"{SERVER} is missing: ./run.sh test installs it (or set WIS_HA_SERVER)"
-    workdir = tmp_path_factory.mktemp("wis")
     port = free_port()
     argv = [str(SERVER), "--data-dir", str(workdir / "data"), "--uri", f"tcp://127.0.0.1:{port}", "--no-http"]
     argv += ["--asr-model", "base", "--voice", "en_US-joe-medium", "--debug"]
-    argv += ["--max-turn-seconds", str(MAX_TURN_SECONDS), "--no-speech-seconds", str(NO_SPEECH_SECONDS)]
+    argv += ["--max-turn-seconds", str(MAX_TURN_SECONDS), "--no-speech-seconds", str(NO_SPEECH_SECONDS), *options]
     log_path = workdir / "server.log"
     with open(log_path, "wb") as log:
         process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=log, env=offline_env(workdir), cwd=workdir)
@@ -108,14 +106,26 @@ def wis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WisServer]:
             process.kill()
             pytest.fail(f"wyoming-wis did not start (exit {process.wait()}):\n{server.log}")
         time.sleep(0.1)
-    yield server
-    process.terminate()
+    return server
+
+
+def stop_wis(server: WisServer) -> None:
+    """Stop the server; it must not have logged a traceback."""
+    server.process.terminate()
     try:
-        process.wait(20)
+        server.process.wait(20)
     except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
+        server.process.kill()
+        server.process.wait()
     assert "Traceback" not in server.log, server.log
+
+
+@pytest.fixture(scope="session")
+def wis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WisServer]:
+    """The server of the session, on its defaults (it ends the turns itself)."""
+    server = start_wis(tmp_path_factory.mktemp("wis"))
+    yield server
+    stop_wis(server)
 
 
 @pytest.fixture(autouse=True)

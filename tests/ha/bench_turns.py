@@ -1,0 +1,106 @@
+"""The end of each turn through Home Assistant's own assist pipeline, timed from its events: bench/ha_turns.py runs
+this module (not collected by the suite: its name does not start with test_) in the venv of a Home Assistant.
+
+Two servers, each added through the wyoming config flow to one Home Assistant, each behind a pipeline of its own:
+
+  ours      wyoming-wis on its defaults: `requires_external_vad: false`, so Home Assistant (2026.10 and later)
+            runs no VAD and streams until our transcript
+  ha-vad    wyoming-wis with --external-vad: Home Assistant's own VAD (its VoiceCommandSegmenter, on the
+            pipeline's defaults) ends the turn, and the server transcribes after its audio-stop
+
+Every clip of WIS_HA_BENCH_CLIPS (a JSON list of {name, kind, text, path, last_speech_s}: 16 kHz 16-bit mono WAV,
+and where its last speech sample ends) goes through each pipeline in turn, live (tests/ha/support.py `Live`), with
+silence after it. Written to WIS_HA_BENCH_OUT, one row per turn: the seconds from the clip's start to
+Home Assistant's stt-end (or the error an empty transcript makes) and to its stt-vad-end (HA's VAD only), the text,
+why our server ended the turn (its log), and whether the stream ran out (then neither ended the turn).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import wave
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+from conftest import COMPONENTS, Wis, WisServer, add_server, entity_ids, start_wis, stop_wis
+from homeassistant.components.assist_pipeline.pipeline import (
+    PipelineEventType,
+    PipelineStage,
+    async_create_default_pipeline,
+)
+from homeassistant.const import __version__
+from homeassistant.core import HomeAssistant
+from homeassistant.setup import async_setup_component
+from support import RATE, Live, Pcm
+
+SILENCE_AFTER = 5.0  # seconds of silence after each clip: more than either path needs to end a turn
+SYSTEMS = ("ours", "ha-vad")
+
+
+@pytest.fixture(scope="module")
+def external(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WisServer]:
+    """The server with --external-vad: Home Assistant's own VAD ends its turns."""
+    server = start_wis(tmp_path_factory.mktemp("wis-external"), "--external-vad")
+    yield server
+    stop_wis(server)
+
+
+async def added(hass: HomeAssistant, server: WisServer, name: str) -> tuple[Wis, str]:
+    """`server` added to `hass` through the config flow, and a pipeline (as HA makes one) with its STT."""
+    entry = await add_server(hass, server.host, server.port)
+    ids = entity_ids(hass, entry)
+    pipeline = await async_create_default_pipeline(
+        hass, stt_engine_id=ids["stt"], tts_engine_id=ids["tts"], pipeline_name=name
+    )
+    assert pipeline is not None
+    return Wis(hass, server, entry, ids["stt"], ids["tts"]), pipeline.id
+
+
+def read(path: str) -> Pcm:
+    with wave.open(path, "rb") as wav:
+        assert (wav.getframerate(), wav.getsampwidth(), wav.getnchannels()) == (RATE, 2, 1), path
+        return Pcm(wav.readframes(wav.getnframes()))
+
+
+async def test_turn_times(hass: HomeAssistant, wis_server: WisServer, external: WisServer) -> None:
+    clips = json.loads(Path(os.environ["WIS_HA_BENCH_CLIPS"]).read_text())
+    for domain in COMPONENTS:
+        assert await async_setup_component(hass, domain, {}), domain
+    systems = {"ours": await added(hass, wis_server, "ours"), "ha-vad": await added(hass, external, "ha-vad")}
+    assert systems["ours"][0].stt.audio_processing.requires_external_vad is False
+    assert systems["ha-vad"][0].stt.audio_processing.requires_external_vad is True
+    rows = []
+    for number, clip in enumerate(clips, 1):
+        speech = read(clip["path"])
+        for system, (wis, pipeline_id) in systems.items():
+            rows.append({"clip": clip["name"], "system": system, **await one_turn(wis, pipeline_id, speech)})
+            print(f"[{number}/{len(clips)} {clip['name']}] {system}: {rows[-1]}", flush=True)
+    document = {"home_assistant": __version__, "silence_after_s": SILENCE_AFTER, "rows": rows}
+    Path(os.environ["WIS_HA_BENCH_OUT"]).write_text(json.dumps(document, indent=1) + "\n")
+
+
+async def one_turn(wis: Wis, pipeline_id: str, speech: Pcm) -> dict:
+    """`speech` through the pipeline, live: what HA heard, and when (seconds from the clip's start)."""
+    live = Live(speech, SILENCE_AFTER)
+    logged = len(wis.server.turns_ended())
+    events = await wis.pipeline_events(pipeline_id, live.stream(), PipelineStage.STT)
+    assert live.started is not None
+    started = live.started
+
+    def since_start(kind: PipelineEventType) -> float | None:
+        stamps = [event.timestamp for event in events if event.type == kind]
+        return None if not stamps else (datetime.fromisoformat(stamps[0]) - started).total_seconds()
+
+    ends = [event.data for event in events if event.type == PipelineEventType.STT_END]
+    errors = [event.data["code"] for event in events if event.type == PipelineEventType.ERROR]
+    return {
+        "heard": ends[0]["stt_output"]["text"] if ends else None,
+        "errors": errors,
+        "stt_end_s": since_start(PipelineEventType.ERROR if errors else PipelineEventType.STT_END),
+        "vad_end_s": since_start(PipelineEventType.STT_VAD_END),
+        "server_reasons": wis.server.turns_ended()[logged:],
+        "ran_out": live.ran_out,
+    }
