@@ -180,9 +180,9 @@ class AsrSettings:
         metavar="LANG",
     )
     beam_size: int = setting(
-        "Whisper beam size. Below 5, speech is decoded in Whisper's full 30 s window, as faster-whisper does: greedy "
-        "decoding in the short windows that make commands fast changes words, and there beam 5 costs about as much "
-        "as 1.",
+        "Whisper beam size. In the short windows that make commands fast a transcript is decoded with a beam of at "
+        "least 5, whatever this says: greedy decoding there changes words, and beam 5 costs about as much; a "
+        "smaller beam applies to speech decoded in Whisper's full 30 s window.",
         default=5,
         type=_positive_int,
         metavar="N",

@@ -7,8 +7,10 @@ least 5 s of silence after it, a few times cheaper for a voice command. Whisper
 needs that silence: given no room after the speech it tends to loop or stop
 early. Only a beam search that transcribes is safe there: greedy decoding in a short
 window changes words that it gets right in the full one, and translation is worse in
-it, so a beam under FITTED_MIN_BEAM and the task `translate` get the full window (a
-draft, only a preview, excepted). What still looks wrong (a loop, a
+it, so the task `translate` gets the full window, and a transcript is decoded in a
+short one with a beam of at least FITTED_MIN_BEAM, whatever the beam asked for (a
+draft, only a preview, excepted): there beam 5 costs little more than greedy decoding
+in it, and a few times less than greedy in the full window. What still looks wrong (a loop, a
 text too long for the audio, empty text where the VAD heard speech, a very unlikely
 text) is decoded again the standard way, with faster-whisper's full 30 s window and
 temperature fallback; not for a draft, nor for a decode that judges a pause (the
@@ -45,7 +47,7 @@ MIN_WINDOW = 10  # seconds
 WINDOW_STEP = 5  # seconds: windows come in a few sizes, so that pieces share batches
 MIN_SILENCE = 5  # seconds of window after the speech, at the least
 FULL_WINDOW = 30  # seconds: Whisper's own window
-FITTED_MIN_BEAM = 5  # the smallest beam decoded in a fitted window (at 5 it costs 6 % more than greedy there)
+FITTED_MIN_BEAM = 5  # the smallest beam a transcript is decoded with in a fitted window (6 % more than greedy there)
 MAX_PROMPT_TOKENS = 200  # of bias text; Whisper allows 223 before the transcript
 FULL_WINDOW_TOKENS = 448 // 2 - 3  # the most the standard pass may add after its longest prompt (448 in all)
 PROMPT_CHARS = 16 * MAX_PROMPT_TOKENS  # the end of a prompt that holds its last tokens, with room
@@ -105,10 +107,15 @@ class Job:
     def window(self) -> int:
         """Seconds of Whisper window this piece is decoded in."""
         options = self.options
-        narrow = options.beam_size is not None and options.beam_size < FITTED_MIN_BEAM
-        if not options.draft and (narrow or options.task == "translate"):
+        if not options.draft and options.task == "translate":
             return FULL_WINDOW
         return window_seconds(len(self.audio) / WHISPER_RATE)
+
+    def beam(self, asked: int) -> int:
+        """The beam it is decoded with in its window, `asked` that one: in a window shorter than the full one, a
+        transcript (not a draft) gets at least FITTED_MIN_BEAM, as greedy decoding there changes words."""
+        short = self.window < FULL_WINDOW and not self.options.draft
+        return max(asked, FITTED_MIN_BEAM) if short else asked
 
     @property
     def batch_key(self) -> tuple[int, int, bool, bool, int | None]:
@@ -199,7 +206,7 @@ class Decoder:
         results = self.whisper.model.generate(
             encoded,
             prompts,
-            beam_size=self._beam_size(jobs[0].options),
+            beam_size=jobs[0].beam(self._beam_size(jobs[0].options)),
             max_length=max(len(prompt) + limit for prompt, limit in zip(prompts, limits, strict=True)),
             return_scores=True,
             return_no_speech_prob=True,
