@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import subprocess
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import numpy as np
@@ -307,6 +308,30 @@ async def spoken_turn(session: AsrSession, pcm: bytes, turn: asyncio.Future[Turn
     return await turn, await session.finish()
 
 
+async def live_turn(
+    engine: WhisperEngine,
+    pcm: bytes,
+    turn_model: Callable[[np.ndarray], Awaitable[float]],
+    limits: TurnLimits | None = None,
+) -> tuple[TurnEnd, Transcript]:
+    """A session on the default sensitivity, fed `pcm` as it is spoken until it ends the turn: the end, and the
+    transcript."""
+    hold = MemoryBudget(1 << 30).hold()
+    options = engine.options(AsrRequest(language="en"))
+    session = AsrSession(
+        engine,
+        options,
+        frontend="test",
+        max_seconds=30,
+        hold=hold,
+        end_of_turn="default",
+        limits=limits,
+        turn_model=turn_model,
+    )
+    async with session:
+        return await spoken_turn(session, pcm, asyncio.ensure_future(session.turn_end()))
+
+
 @pytest.mark.parametrize(("second", "reason"), [(0.95, "complete"), (0.6, "silence")])
 async def test_a_whole_request_the_turn_model_doubted_is_heard_again(
     engine: WhisperEngine, second: float, reason: str
@@ -322,14 +347,7 @@ async def test_a_whole_request_the_turn_model_doubted_is_heard_again(
     speech = samples(CORPUS / "LJ001-0002.flac")  # "in being comparatively modern."
     pcm = (np.concatenate([silence(0.3), speech, silence(2)]) * 32767).astype("<i2").tobytes()
     patience = PATIENCE["default"]
-    options = engine.options(AsrRequest(language="en"))
-    hold = MemoryBudget(1 << 30).hold()
-    session = AsrSession(
-        engine, options, frontend="test", max_seconds=30, hold=hold, end_of_turn="default", turn_model=turn_model
-    )
-    async with session:
-        turn = asyncio.ensure_future(session.turn_end())
-        end, transcript = await spoken_turn(session, pcm, turn)
+    end, transcript = await live_turn(engine, pcm, turn_model)
     assert end.reason == reason
     assert len(heard) == 2  # the first look, and once more: a doubt is not heard again and again
     listened_after = (heard[1] - heard[0]) / RATE  # the first call heard 0.2 s (TURN_PAD) of the silence
@@ -357,14 +375,7 @@ async def test_a_whole_sentence_then_a_pause_shorter_than_settle_is_not_an_end(
     lead = np.concatenate([silence(0.3), first])
     pcm = (np.concatenate([lead, silence(pause), second, silence(3)]) * 32767).astype("<i2").tobytes()
     patience = PATIENCE["default"]
-    options = engine.options(AsrRequest(language="en"))
-    hold = MemoryBudget(1 << 30).hold()
-    session = AsrSession(
-        engine, options, frontend="test", max_seconds=30, hold=hold, end_of_turn="default", turn_model=turn_model
-    )
-    async with session:
-        turn = asyncio.ensure_future(session.turn_end())
-        end, transcript = await spoken_turn(session, pcm, turn)
+    end, transcript = await live_turn(engine, pcm, turn_model)
     said = len(lead) + int(pause * RATE) + len(second)
     assert end.reason == "complete" and said < end.samples < said + (patience.silence - 0.1) * RATE
     assert len(heard) >= 2 and heard[0] < len(lead) + int(pause * RATE)  # the first sentence was judged complete
@@ -383,22 +394,8 @@ async def test_the_most_speech_a_turn_may_hold_ends_it_while_a_pause_is_judged(e
     lead = 0.3
     reading = samples(CORPUS / "LJ001-0001.flac")  # 9.7 s: "Printing, in the only sense ...", pausing at commas
     pcm = (np.concatenate([silence(lead), reading]) * 32767).astype("<i2").tobytes()
-    options = engine.options(AsrRequest(language="en"))
-    hold = MemoryBudget(1 << 30).hold()
     limits = TurnLimits(max_speech=3.0, no_speech=5.0)
-    session = AsrSession(
-        engine,
-        options,
-        frontend="test",
-        max_seconds=30,
-        hold=hold,
-        end_of_turn="default",
-        limits=limits,
-        turn_model=turn_model,
-    )
-    async with session:
-        turn = asyncio.ensure_future(session.turn_end())
-        end, transcript = await spoken_turn(session, pcm, turn)
+    end, transcript = await live_turn(engine, pcm, turn_model, limits)
     detector = SpeechDetector()
     detector.update(np.concatenate([silence(lead), reading]))
     start = detector.speech_start()
