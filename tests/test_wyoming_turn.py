@@ -303,8 +303,10 @@ async def test_external_vad_leaves_the_end_to_the_client(server: Server, data_di
         async with running.client() as external, server.client() as ours:
             theirs = (await transcribe(external, paused, language="en")).data["text"]
             heard = (await transcribe(ours, paused, name="tiny.en", language="en")).data["text"]
-        # every word, the one after the pause too (tiny.en hears it as it may: "like"), and the same words
-        assert len(normalise(heard).split()) == 6 and same_words(heard, theirs), (heard, theirs)
+        # a word after the pause (tiny.en hears "light" as it may: "like", "bye"; and may drop "Turn" at the
+        # start, in both servers alike), and the same words
+        said = normalise(heard).split()
+        assert "room" in said[:-1] and same_words(heard, theirs), (heard, theirs)
     finally:
         assert running.stop() == 0, running.log
     assert_clean_log(running.log)
