@@ -152,11 +152,12 @@ class AsrSession:
         if self._first_audio is None:
             self._first_audio = time.monotonic()
         self._arrivals.append((self._samples, time.perf_counter()))
-        start = self._detector.speech_start()
-        if self._patience is not None and start is not None and not self._turn.done() and self._live(slack=0.0):
+        most = self._limits.max_speech * WHISPER_RATE
+        if self._patience is not None and self._samples >= most and not self._turn.done() and self._live(slack=0.0):
             # here, not in `_judge`: a judgement in flight (a decode) must not make the limit late. A file is not
             # a speaker: it ends with its audio-stop, however long
-            if self._samples - start >= self._limits.max_speech * WHISPER_RATE:
+            start = self._detector.speech_start()  # (not on every chunk: until `most`, no turn can reach it)
+            if start is not None and self._samples - start >= most:
                 self._end("max-speech", self._samples, self._samples)
         if (self._on_text is not None or self._patience is not None) and self._follower is None:
             # work ahead of need: no client deadline of the request that started it applies; its client's it is
