@@ -706,6 +706,18 @@ def verdicts(summary: Sequence[dict]) -> list[dict]:
 # -- report -------------------------------------------------------------------------------
 
 
+def print_summary(summary: Sequence[dict]) -> None:
+    """`summarise`'s rows as a Markdown table."""
+    print("| kind | system | turns | median | p95 | false cuts | no transcript | WER |")
+    print("|---|---|--:|--:|--:|--:|--:|--:|")
+    for row in summary:
+        kind = f"**{row['kind']}**" if row["kind"] == "all" else row["kind"]
+        print(
+            f"| {kind} | {row['system']} | {row['turns']} | {fmt_s(row['median_s'])} | {fmt_s(row['p95_s'])} "
+            f"| {row['cuts']} ({row['cut_share']:.0%}) | {row['no_transcript']} | {fmt_pct(row['wer'])} |"
+        )
+
+
 def print_report(document: dict, out: Path) -> None:
     machine, settings, run = document["machine"], document["settings"], document["versions"]
     corpus = document["corpus"]
@@ -733,14 +745,7 @@ def print_report(document: dict, out: Path) -> None:
     print("## Last speech sample to `transcript`\n")
     print("False cut: the turn ended before the last speech sample was sent (on the paused commands: before the")
     print("command was complete); cut turns have no latency, their text counts in the WER.\n")
-    print("| kind | system | turns | median | p95 | false cuts | no transcript | WER |")
-    print("|---|---|--:|--:|--:|--:|--:|--:|")
-    for row in document["summary"]:
-        kind = f"**{row['kind']}**" if row["kind"] == "all" else row["kind"]
-        print(
-            f"| {kind} | {row['system']} | {row['turns']} | {fmt_s(row['median_s'])} | {fmt_s(row['p95_s'])} "
-            f"| {row['cuts']} ({row['cut_share']:.0%}) | {row['no_transcript']} | {fmt_pct(row['wer'])} |"
-        )
+    print_summary(document["summary"])
     if document["verdicts"]:
         print("\n## The issue's targets for ours\n")
         print("| system | target | measured | |\n|---|---|--:|---|")

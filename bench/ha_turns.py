@@ -34,8 +34,8 @@ from contextlib import ExitStack
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import CACHE, ROOT, fmt_pct, fmt_s, log, run_and_record  # noqa: E402  (bench/ is not a package)
-from endpoint import KINDS, Clip, System, Turn, build_corpus, corpus_folder, pick, summarise  # noqa: E402
+from common import CACHE, ROOT, log, run_and_record  # noqa: E402  (bench/ is not a package)
+from endpoint import KINDS, Clip, System, Turn, build_corpus, corpus_folder, pick, print_summary, summarise  # noqa: E402
 
 SYSTEMS = {  # tests/ha/bench_turns.py's names
     "ours": System("ours", "ours (default)", "ours", False, "default"),
@@ -97,14 +97,7 @@ def print_report(document: dict, out: Path) -> None:
     print(f"    {document['command']}\n")
     print(f"{len(document['corpus'])} clips of bench/endpoint.py's corpus, live, each through both pipelines.")
     print("Time: the clip's last speech sample to Home Assistant's stt-end event.\n")
-    print("| kind | system | turns | median | p95 | cut | no transcript | WER |")
-    print("|---|---|--:|--:|--:|--:|--:|--:|")
-    for row in document["summary"]:
-        kind = f"**{row['kind']}**" if row["kind"] == "all" else row["kind"]
-        print(
-            f"| {kind} | {row['system']} | {row['turns']} | {fmt_s(row['median_s'])} | {fmt_s(row['p95_s'])} "
-            f"| {row['cuts']} | {row['no_transcript']} | {fmt_pct(row['wer'])} |"
-        )
+    print_summary(document["summary"])
     for cut in document["cut"]:
         print(f"- cut, {cut['system']}, {cut['clip']}: said {cut['said']!r}, heard {cut['heard']!r}")
     print(f"\nRuntime: {document['runtime_s'] / 60:.1f} min. JSON: {out}")
