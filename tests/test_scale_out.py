@@ -4,7 +4,8 @@ HAProxy runs the shipped file unchanged: its addresses and check interval come f
 flows through it on both fronts (Wyoming in TCP mode, the HTTP API in HTTP mode) from several clients at once;
 one replica is killed (SIGKILL, no goodbye) while requests are in flight. Only requests sent to it before
 it is gone may fail; everything sent afterwards must succeed, first by HAProxy retrying a refused connection on
-the other replica, then because the health checks (`describe`, `/health`) take the dead one out.
+the other replica (and taking the dead one out on that failure), then because the health checks (`describe`,
+`/health`) keep it out.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import asyncio
 import csv
 import io
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -70,6 +72,12 @@ class Haproxy:
     @property
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
+
+    def unusual(self) -> list[str]:
+        """The log lines of requests that did not end normally (termination state not `--` or `----`): the
+        replica, timers, state and retries of each failure, to tell why it failed."""
+        requests = (line for line in self.log.splitlines() if re.match(r"\S+:\d+ \[.*\] \w+ wis_", line))
+        return [line for line in requests if not re.search(r" (--|----) ", line)]
 
     def states(self) -> dict:
         """(backend, server) -> (status, last check's result), from HAProxy's stats page in CSV."""
@@ -238,6 +246,8 @@ def test_requests_keep_succeeding_when_a_replica_dies(replicas: list[Server], ba
         f"{len(outcomes)} requests, {len(failures)} failed; after the kill the replica was gone at "
         f"{gone - killed:+.2f} s and DOWN in HAProxy at {dropped - killed:+.2f} s:\n"
         + "\n".join(f"{o.kind} {o.started - killed:+.2f}..{o.ended - killed:+.2f} s: {o.error}" for o in failures)
+        + "\nHAProxy's log of them:\n"
+        + "\n".join(balancer.unusual())
     )
     print(summary)
     # Only requests sent while the replica was dying may fail (at most a couple per client); none after.
