@@ -26,7 +26,9 @@ from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import httpx
 import jiwer
+from prometheus_client.parser import text_string_to_metric_families
 from wyoming.asr import Transcribe
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.client import AsyncTcpClient
@@ -80,6 +82,7 @@ GAP_SECONDS = 0.3  # silence between joined LJ clips
 LONG_MIN_SECONDS = 60.0
 CONCURRENT_CLIENTS = (4, 8)
 MISMATCH_WER = 0.5  # a concurrent transcript this far off its own audio is counted as wrong
+ESTIMATE = "wis_wait_estimate_ratio"  # our server's histogram of each Whisper call's wait over its estimate
 PHASES = ("latency", "concurrency", "long")
 NOISY_SHARE = 0.10  # other processes using more of the CPUs than this make the timings suspect
 
@@ -350,6 +353,7 @@ class Settings:
     trailing_silence: float
     timeout: float
     rounds: int
+    ours_http: str  # our server's HTTP API, for its /metrics
     results: list[Result] = field(default_factory=list)
 
 
@@ -395,14 +399,29 @@ async def concurrency_phase(
         phase = f"concurrency:{clients}"
         work = [[pool[(c * per_client + j) % len(pool)] for j in range(per_client)] for c in range(clients)]
 
+        before = await estimate_buckets(settings.ours_http) if name == "ours" else {}
         begin = time.perf_counter()
         batches = await asyncio.gather(*(_client_loop(settings, name, phase, recordings) for recordings in work))
         wall = time.perf_counter() - begin
         results = [result for batch in batches for result in batch]
         settings.results.extend(results)
         summary[name] = _concurrency_summary(results, wall)
+        if name == "ours":
+            summary[name]["estimate"] = _estimate_summary(before, await estimate_buckets(settings.ours_http))
         log(f"[concurrency {clients}] {name}: {summary[name]['throughput']:.2f} audio-s/s, wall {wall:.1f} s")
     return summary
+
+
+async def estimate_buckets(http_url: str) -> dict[str, float]:
+    """Our server's count of Whisper calls by how their wait compared with its estimate: upper bound -> calls."""
+    async with httpx.AsyncClient(timeout=30) as http:
+        text = (await http.get(http_url + "/metrics")).raise_for_status().text
+    return {
+        sample.labels["le"]: sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == ESTIMATE + "_bucket" and sample.labels.get("engine") == "whisper"
+    }
 
 
 async def _client_loop(settings: Settings, name: str, phase: str, recordings: Sequence[Recording]) -> list[Result]:
@@ -454,6 +473,19 @@ def _concurrency_summary(results: Sequence[Result], wall: float) -> dict:
         "throughput": sum(r.audio_s for r in done) / wall,
         "p95_latency_s": percentile([r.total_s for r in done if r.total_s is not None], 95),
         "wer": wer([r.reference for r in done], [r.text or "" for r in done]),
+    }
+
+
+def _estimate_summary(before: dict[str, float], after: dict[str, float]) -> dict:
+    """How the waits of the Whisper calls made between two scrapes compared with the server's estimates (what
+    admission and busy answers go by): calls counted, and how many were within ±30 %."""
+    calls = {le: after.get(le, 0.0) - before.get(le, 0.0) for le in after}
+    return {
+        "calls": calls.get("+Inf", 0.0),
+        "within_30pct": calls.get("1.3", 0.0) - calls.get("0.7", 0.0),
+        "under_half": calls.get("0.5", 0.0),  # waited less than half the estimate
+        "over_double": calls.get("+Inf", 0.0) - calls.get("2.0", 0.0),  # waited more than twice it
+        "buckets": calls,  # upper bound of wait / estimate -> calls at or below it
     }
 
 
@@ -513,6 +545,9 @@ def report_rows(summary: dict) -> list[Row]:
                 show_ratio=False,
             ),
         ]
+        if (estimate := ours.get("estimate")) and estimate["calls"]:
+            within = estimate["within_30pct"] / estimate["calls"]
+            rows.append(Row(f"{clients} clients: waits within ±30 % of the estimate", within, None, fmt_pct))
     if "long" in summary:
         ours, peer = summary["long"]["ours"], summary["long"]["peer"]
         seconds = ours["audio_s"]
@@ -537,7 +572,7 @@ def server_flags(args: argparse.Namespace) -> dict[str, str]:
     }
 
 
-def ours_argv(args: argparse.Namespace, port: int, data_dir: Path) -> list[str]:
+def ours_argv(args: argparse.Namespace, port: int, http_port: int, data_dir: Path) -> list[str]:
     flags = [item for pair in server_flags(args).items() for item in pair]
     uri = f"tcp://{HOST}:{port}"
     return [
@@ -546,6 +581,10 @@ def ours_argv(args: argparse.Namespace, port: int, data_dir: Path) -> list[str]:
         "wyoming_wis",
         "--uri",
         uri,
+        "--http-host",
+        HOST,
+        "--http-port",
+        str(http_port),
         "--data-dir",
         str(data_dir),
         "--asr-model",
@@ -584,15 +623,16 @@ def peer_requirements() -> list[str]:
     return [PEER_PACKAGE, *(f"{name}=={dist_version(name)}" for name in same)]
 
 
-async def start_servers(args: argparse.Namespace, stack: ExitStack) -> tuple[dict[str, ServerProcess], dict]:
+async def start_servers(args: argparse.Namespace, stack: ExitStack) -> tuple[dict[str, ServerProcess], str, dict]:
     """Ours first (it joins the bundled model on its first start), then the peer on that same model folder."""
     peer_python = ensure_venv(PEER_VENV, peer_requirements())
     home = CACHE / "home"
     data_dir, logs = CACHE / "data", CACHE / "logs"
     started: list[ServerProcess] = []
     stack.callback(stop_servers, started)
-    port = free_port()
-    ours = start_server("ours", ours_argv(args, port, data_dir), port, offline_env(home), args.ours_src, logs)
+    port, http_port = free_port(), free_port()
+    argv = ours_argv(args, port, http_port, data_dir)
+    ours = start_server("ours", argv, port, offline_env(home), args.ours_src, logs)
     started.append(ours)
     log(f"Starting ours: {shlex.join(ours.argv)}")
     await wait_ready(ours)
@@ -613,7 +653,7 @@ async def start_servers(args: argparse.Namespace, stack: ExitStack) -> tuple[dic
         "ours_argv": ours.argv,
         "peer_argv": peer.argv,
     }
-    return {"ours": ours, "peer": peer}, versions
+    return {"ours": ours, "peer": peer}, f"http://{HOST}:{http_port}", versions
 
 
 # -- main -----------------------------------------------------------------------------------
@@ -645,8 +685,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 async def run(args: argparse.Namespace, stack: ExitStack) -> dict:
     """Start both servers, build the audio, run the chosen phases; the summary and every request."""
     load = BackgroundLoad()
-    servers, versions = await start_servers(args, stack)
-    settings = Settings({name: s.port for name, s in servers.items()}, args.trailing_silence, args.timeout, args.rounds)
+    servers, ours_http, versions = await start_servers(args, stack)
+    ports = {name: server.port for name, server in servers.items()}
+    settings = Settings(ports, args.trailing_silence, args.timeout, args.rounds, ours_http)
     commands = await command_recordings(servers["ours"].port)
     clips = lj_recordings()
     await warm_up(settings, [commands[0], clips[0]])

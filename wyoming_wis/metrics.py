@@ -89,6 +89,14 @@ INFERENCE = _latency(
     "Time a model call ran in a worker thread (a Whisper batch, a Piper or XTTS step)",
     ["engine", "model"],
 )
+WAIT_ESTIMATE = Histogram(
+    "wis_wait_estimate_ratio",
+    "A model call's time from queued to done over the time its engine expected when the call came (admission "
+    "and busy answers go by that estimate; 1 is exact). Calls that came before any had ended are not counted",
+    ["engine", "model"],
+    buckets=(0.5, 0.7, 0.9, 1.1, 1.3, 1.5, 2.0, 3.0),
+    registry=REGISTRY,
+)
 REJECTED = Counter(
     "wis_busy_rejections_total",
     "Model calls refused because the engine's queue was full (the client got a busy error)",

@@ -118,6 +118,41 @@ class _Estimate:
         return self.mean + _CAUTION * self.deviation
 
 
+@dataclass
+class _Fit:
+    """Seconds from coming to done as `fixed + rate * units`, fitted to the recent calls by least squares, older
+    calls weighing less and less (by 1 - _SMOOTHING a call), each weighed by how long it took so that a short
+    call's error counts as much as a long one's. A call costs something whatever its size (a Whisper decode's
+    set-up): time per unit alone, learnt mostly from long calls, had short ones done in twice their estimate."""
+
+    weight: float = 0.0  # sums over the calls, each call's terms times its weight
+    units: float = 0.0
+    units2: float = 0.0
+    seconds: float = 0.0
+    product: float = 0.0  # units * seconds
+
+    def add(self, units: float, seconds: float) -> None:
+        if seconds <= 0:
+            return
+        keep, weight = 1 - _SMOOTHING, 1 / seconds**2  # least relative error
+        self.weight = keep * self.weight + weight
+        self.units = keep * self.units + weight * units
+        self.units2 = keep * self.units2 + weight * units**2
+        self.seconds = keep * self.seconds + weight * seconds
+        self.product = keep * self.product + weight * units * seconds
+
+    def __call__(self, units: float) -> float:
+        """Expected seconds for this many units; 0 before any call has ended."""
+        if not self.units:
+            return 0.0
+        spread = self.weight * self.units2 - self.units**2
+        rate = (self.weight * self.product - self.units * self.seconds) / spread if spread > 1e-9 * self.units2 else 0
+        fixed = (self.seconds - rate * self.units) / self.weight
+        if rate <= 0 or fixed < 0:  # calls all alike, or a fit that runs backwards: time per unit alone
+            fixed, rate = 0.0, self.product / self.units2
+        return fixed + rate * units
+
+
 @dataclass(eq=False)
 class _Call:
     """A call in the queue."""
@@ -201,9 +236,9 @@ class Scheduler:
         self._pending = 0  # running + waiting; only touched on the event loop thread
         self._owners: Counter[str] = Counter()  # ... of each owner
         self._running: list[_Call] = []  # calls in worker threads; changed under `_ready`
-        # Learnt from calls that ended: seconds from coming to done per unit of work waited for (`_work_units`),
-        # and seconds a call runs.
-        self._through = _Estimate()
+        # Learnt from calls that ended: seconds from coming to done by the units of work waited for
+        # (`_work_units`), and seconds a call runs.
+        self._through = _Fit()
         self._run = _Estimate()
         self._waiting = _Queue()
         self._order = itertools.count()
@@ -212,6 +247,7 @@ class Scheduler:
         self._queue_wait = metrics.QUEUE_WAIT.labels(self.engine, model)
         self._inference = metrics.INFERENCE.labels(self.engine, model)
         self._rejected = metrics.REJECTED.labels(self.engine, model)
+        self._estimate = metrics.WAIT_ESTIMATE.labels(self.engine, model)
         self._threads = [
             threading.Thread(target=self._work, name=f"{name}-{index}", daemon=True) for index in range(workers)
         ]
@@ -319,8 +355,10 @@ class Scheduler:
 
     def _ahead(self, deadline: float, owner: str) -> tuple[int, float]:
         """The calls a new one of `owner` with this deadline would wait behind (running, or queued before it in
-        the fair order): how many, and their cost."""
+        the fair order): how many, and the cost it waits for, none while a worker is free for it."""
         ahead = [*self._running, *self._waiting.ahead(owner, deadline)]
+        if len(ahead) < self.workers:
+            return len(ahead), 0.0
         return len(ahead), sum(item.left() for item in ahead)
 
     def _admit(self, calls: int, ahead: float, cost: float, now: float, gives_up: float | None, owner: str) -> float:
@@ -353,7 +391,7 @@ class Scheduler:
 
     def _expected(self, ahead: float, cost: float) -> float:
         """Seconds until a call of `cost`, with `ahead` to do before it, is done, as the recent calls went."""
-        return self._work_units(ahead, cost) * self._through.mean
+        return self._through(self._work_units(ahead, cost))
 
     def _work_units(self, ahead: float, cost: float) -> float:
         """What a call waits for, in the engine's unit: its own cost, and its share of what is ahead of it (the
@@ -404,7 +442,9 @@ class Scheduler:
             if left > 0:  # calls with work of their own: a batch may hold others' work too, so timed per call
                 self._run.add(ended - started)
             if (units := self._work_units(item.ahead, item.cost)) > 0:
-                self._through.add((ended - item.queued) / units)
+                self._through.add(units, ended - item.queued)
+        if item.expected > 0:
+            self._estimate.observe((ended - item.queued) / item.expected)
         _LOGGER.debug(
             "%s: a call of cost %.1f, %.1f ahead: done in %.2f s (ran %.2f s), expected in %.2f s",
             self.name,
