@@ -145,8 +145,9 @@ class _Fit:
         """Expected seconds for this many units; 0 before any call has ended."""
         if not self.units:
             return 0.0
-        spread = self.weight * self.units2 - self.units**2
-        rate = (self.weight * self.product - self.units * self.seconds) / spread if spread > 1e-9 * self.units2 else 0
+        scale = self.weight * self.units2
+        spread = scale - self.units**2  # 0 when every call had the same units: no rate can be told from them
+        rate = (self.weight * self.product - self.units * self.seconds) / spread if spread > 1e-9 * scale else 0
         fixed = (self.seconds - rate * self.units) / self.weight
         if rate <= 0 or fixed < 0:  # calls all alike, or a fit that runs backwards: time per unit alone
             fixed, rate = 0.0, self.product / self.units2
