@@ -463,7 +463,7 @@ async def start_servers(
         run["requires_external_vad"][name] = await external_vad(port)
 
     def ours(port: int) -> list[str]:  # HTTP on loopback and a port of its own: two of ours may run
-        return [*ours_argv(args, port, data_dir), "--http-host", HOST, "--http-port", str(free_port())]
+        return ours_argv(args, port, free_port(), data_dir)
 
     if needed & {"ours", "ours-external"}:
         port = free_port()
