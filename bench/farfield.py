@@ -94,6 +94,11 @@ def _wer(results: Sequence[dict], server: str) -> float:
     return wer([r["reference"] for r in mine], [r["text"] or "" for r in mine]) or 0.0
 
 
+def _heard_words(result: dict) -> bool:
+    """Whether a transcript holds some of the speech's words."""
+    return result["wer"] is not None and result["wer"] < EMPTY_WER
+
+
 def summarise(results: Sequence[dict], beams: Sequence[int], conditions: Sequence[Condition]) -> dict:
     """Per beam: WER of each server under each condition and overall, and ours' empty transcripts where the
     peer heard words."""
@@ -109,7 +114,7 @@ def summarise(results: Sequence[dict], beams: Sequence[int], conditions: Sequenc
                 for r in done
                 if r["server"] == "ours"
                 and not (r["text"] or "").strip()
-                and (peer[r["phase"], r["recording"]]["wer"] or EMPTY_WER) < EMPTY_WER
+                and _heard_words(peer[r["phase"], r["recording"]])
             ]
             per[name] = {
                 "ours": _wer(done, "ours"),
