@@ -142,7 +142,7 @@ class Utterance:
     english: str | None = None
 
     def samples(self) -> np.ndarray:
-        return np.frombuffer(self.pcm.audio, dtype=np.int16).astype(np.float32) / 32768
+        return self.pcm.floats()
 
 
 def _utterance(recording: Recording, group: str) -> Utterance:

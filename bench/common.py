@@ -223,6 +223,15 @@ class Pcm:
     def __add__(self, other: Pcm) -> Pcm:
         return Pcm(self.audio + other.audio)
 
+    def floats(self, dtype: type = np.float32) -> np.ndarray:
+        """The samples in [-1, 1), as Whisper and signal processing take them."""
+        return np.frombuffer(self.audio, dtype="<i2").astype(dtype) / 32768
+
+    @staticmethod
+    def from_floats(samples: np.ndarray) -> Pcm:
+        """Samples in [-1, 1) as 16-bit audio, clipped where they go past it."""
+        return Pcm((np.clip(samples, -1.0, 1.0 - 1 / 32768) * 32768).astype("<i2").tobytes())
+
 
 def silence(seconds: float) -> Pcm:
     return Pcm(bytes(int(seconds * RATE) * WIDTH))

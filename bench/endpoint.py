@@ -266,14 +266,13 @@ class Word:
 
 def words_of(model: WhisperModel, pcm: Pcm) -> list[Word]:
     """faster-whisper's word timestamps (English, beam 5)."""
-    samples = np.frombuffer(pcm.audio, dtype=np.int16).astype(np.float32) / 32768
-    segments, _ = model.transcribe(samples, language="en", beam_size=5, word_timestamps=True)
+    segments, _ = model.transcribe(pcm.floats(), language="en", beam_size=5, word_timestamps=True)
     return [Word(word.word.strip(), word.start, word.end) for segment in segments for word in segment.words or []]
 
 
 def frame_db(pcm: Pcm) -> np.ndarray:
     """RMS level of each 10 ms frame, in dB of full scale."""
-    samples = np.frombuffer(pcm.audio, dtype=np.int16).astype(np.float64) / 32768
+    samples = pcm.floats(np.float64)
     size = int(FRAME_SECONDS * RATE)
     frames = samples[: len(samples) // size * size].reshape(-1, size)
     return 20 * np.log10(np.sqrt(np.mean(frames**2, axis=1)) + 1e-9)

@@ -60,14 +60,6 @@ CONDITIONS = (
 )
 
 
-def samples(pcm: Pcm) -> np.ndarray:
-    return np.frombuffer(pcm.audio, dtype="<i2").astype(np.float64) / 32768.0
-
-
-def to_pcm(audio: np.ndarray) -> Pcm:
-    return Pcm((np.clip(audio, -1.0, 1.0 - 1 / 32768) * 32768).astype("<i2").tobytes())
-
-
 def active_level(audio: np.ndarray) -> float:
     """RMS over the 20 ms frames within 40 dB of the loudest: the speech, not the silence around it."""
     frames = audio[: len(audio) // FRAME * FRAME].reshape(-1, FRAME)
@@ -122,7 +114,7 @@ def noise(kind: str, length: int, seed: int, voices: Sequence[np.ndarray] = ()) 
 def render(speech: Pcm, condition: Condition, name: str, others: Sequence[Pcm] = ()) -> Pcm:
     """`speech` as a room microphone hears it under `condition`; `others` are voices for babble (not `speech`).
     The noise's seed comes from `name` and the condition, so each clip gets its own noise, the same every run."""
-    audio = samples(speech)
+    audio = speech.floats(np.float64)
     if condition.rt60:
         audio = fftconvolve(audio, impulse_response(condition.rt60))
     lead, tail = int(LEAD_S * RATE), int(TAIL_S * RATE)
@@ -131,7 +123,7 @@ def render(speech: Pcm, condition: Condition, name: str, others: Sequence[Pcm] =
     audio *= 10 ** (SPEECH_DBFS / 20) / level
     if condition.noise:
         seed = zlib.crc32(f"{name}|{condition.name}".encode())
-        added = noise(condition.noise, len(audio), seed, [samples(other) for other in others])
+        added = noise(condition.noise, len(audio), seed, [other.floats(np.float64) for other in others])
         assert condition.snr is not None
         audio += added * (10 ** (SPEECH_DBFS / 20) / 10 ** (condition.snr / 20)) / np.sqrt(np.mean(added**2))
-    return to_pcm(audio)
+    return Pcm.from_floats(audio)
