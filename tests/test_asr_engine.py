@@ -87,6 +87,43 @@ async def test_silence_alone_is_empty_without_decoding(engine: WhisperEngine) ->
     assert sum(engine.batcher.sizes.values()) == before  # nothing reached Whisper
 
 
+def pink_noise(seconds: float, dbfs: float, seed: int = 0) -> np.ndarray:
+    """Noise with as much power per octave, as a fan or the room's hum makes: no speech in it."""
+    length = int(seconds * RATE)
+    spectrum = np.fft.rfft(np.random.default_rng(seed).standard_normal(length))
+    spectrum /= np.sqrt(np.maximum(np.fft.rfftfreq(length, 1 / RATE), 20.0))
+    noise = np.fft.irfft(spectrum, length)
+    return (noise * 10 ** (dbfs / 20) / np.sqrt(np.mean(noise**2))).astype(np.float32)
+
+
+async def test_noise_without_speech_is_decoded_and_whisper_hears_none(engine: WhisperEngine) -> None:
+    """The detector hears no speech in a fan's noise: the transcript is still decoded, and empty because Whisper's
+    own no-speech probability says so (the model's verdict, not the gate's)."""
+    noise = pink_noise(6, -46)
+    detector = SpeechDetector()
+    detector.update(noise)
+    assert detector.pieces(len(noise)) == []
+    before = sum(engine.batcher.sizes.values())
+    transcript = await engine.transcribe(noise, engine.options(AsrRequest(language="en")))
+    assert sum(engine.batcher.sizes.values()) > before  # Whisper heard it
+    assert transcript.text == ""
+
+
+async def test_speech_the_detector_misses_is_transcribed(engine: WhisperEngine, monkeypatch) -> None:
+    """Far from the microphone Silero may score speech under its threshold: a transcript then decodes the audio
+    anyway, and Whisper's words come back (here no window counts as speech at all)."""
+    path, reference = corpus()[1]
+    audio = np.concatenate([silence(0.5), samples(path), silence(0.5)])
+    monkeypatch.setattr("wyoming_wis.asr.vad.THRESHOLD", 1.01)  # above any probability: the detector hears nothing
+    detector = SpeechDetector()
+    detector.update(audio)
+    assert detector.pieces(len(audio)) == [] and detector.speech_end() is None
+    transcript = await engine.transcribe(audio, engine.options(AsrRequest(language="en")))
+    assert wer([reference], [transcript.text]) <= 0.1, transcript.text
+    draft = await engine.transcribe_pieces(audio, detector, [], dataclasses.replace(engine.options(), draft=True))
+    assert draft.text == ""  # a preview does not pay for it: only what the detector heard is drafted
+
+
 def test_short_window_loop_falls_back_to_full_window(engine: WhisperEngine, monkeypatch) -> None:
     """Crafted: a window with almost no silence after the speech makes Whisper base repeat itself.
 

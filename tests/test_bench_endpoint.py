@@ -114,7 +114,8 @@ async def stream(answer: Answer, ha_vad: bool, stop: int | None) -> tuple[Turn, 
     server = await serve(answer, seen)
     async with server:
         port = server.sockets[0].getsockname()[1]
-        turn = await endpoint.stream_turn(System("x", "x", "x", ha_vad), port, clip, pcm, stop, "alone", 5.0)
+        audio = (pcm + silence(endpoint.TAIL_SECONDS)).audio
+        turn = await endpoint.stream_turn(System("x", "x", "x", ha_vad), port, clip, audio, stop, "alone", 5.0)
     return turn, seen
 
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
-from helpers import corpus, load_audio, read_until, transcribe, wer
+from helpers import Pcm, corpus, load_audio, read_until, transcribe, wer
 from wyoming.asr import Transcribe
 from wyoming.audio import AudioStart, AudioStop
 from wyoming.info import SelectProgram
@@ -55,6 +56,22 @@ async def test_empty_audio_gives_empty_transcript(server) -> None:
         await client.write_event(AudioStop().event())
         event = (await read_until(client, "transcript"))[-1]
         assert event.type == "transcript" and event.data["text"] == ""
+
+
+async def test_a_stream_with_no_speech_heard_is_decoded_before_its_empty_transcript(server) -> None:
+    """A fan's noise, closed with audio-stop: the speech detector hears nothing in it, Whisper still decodes it
+    (far from the microphone the detector can miss speech), and the empty text is Whisper's own verdict."""
+    length = 5 * 16000
+    spectrum = np.fft.rfft(np.random.default_rng(7).standard_normal(length))
+    noise = np.fft.irfft(spectrum / np.sqrt(np.maximum(np.fft.rfftfreq(length, 1 / 16000), 20.0)), length)
+    noise *= 10 ** (-46 / 20) / np.sqrt(np.mean(noise**2))  # pink, at a quiet room's level
+    pcm = Pcm((noise * 32768).astype("<i2").tobytes(), 16000, 2, 1)
+    calls = {"engine": "whisper", "model": "base"}
+    before = server.metric("wis_inference_seconds_count", **calls) or 0
+    async with server.client() as client:
+        event = await transcribe(client, pcm, language="en")
+    assert event.type == "transcript" and event.data["text"] == ""
+    assert (server.metric("wis_inference_seconds_count", **calls) or 0) > before
 
 
 async def test_language_forced_and_detected(server) -> None:

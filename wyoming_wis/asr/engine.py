@@ -185,9 +185,14 @@ class WhisperEngine:
         """Decode the pieces of `audio` (as `detector` found them) not in `known`, and add them to it.
 
         The rest of the audio is silence. No speech is left out: a piece whose language was not surely one is
-        decoded stretch by stretch, and a stretch that a piece's text leaves out is decoded again on its own.
+        decoded stretch by stretch, a stretch that a piece's text leaves out is decoded again on its own, and
+        audio in which the detector heard no speech at all is decoded whole for a transcript (not for a draft or a
+        pause's judgement), where Whisper's own no-speech probability says whether it holds any (digital silence,
+        every sample zero, excepted).
         """
         known = {} if known is None else known
+        if not pieces and options.final and audio.any():  # the detector heard nothing: let Whisper say so
+            pieces = detector.everything(len(audio))
         todo = [piece for piece in pieces if piece not in known]
         if todo:
             checked = not options.draft  # a draft is only a preview: no second look at it

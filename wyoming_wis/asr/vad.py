@@ -90,6 +90,12 @@ class SpeechDetector:
             stretches.append((max(start - LEAD, stretches[-1][1] if stretches else 0), min(length, end + PAD)))
         return _fit(stretches, probs, joined)
 
+    def everything(self, length: int) -> list[Piece]:
+        """The first `length` samples whole, in pieces that fit a Whisper window: what a transcript decodes where
+        the detector heard no speech at all, so that Whisper, not the detector, says whether there was any (far
+        from the microphone, in reverb and noise, Silero can score speech low)."""
+        return _fit([(0, length)], self._probs[: -(-length // WINDOW)], joined=True)
+
 
 def _runs(flags: np.ndarray) -> list[tuple[int, int]]:
     """[start, end) index ranges where `flags` is true."""
