@@ -158,9 +158,9 @@ case "${1:-}" in
         shift
         install bundled,dev
         case "${1:-}" in
-            asr|tts|rtc|soak|abuse|accuracy|paths|endpoint|ha_turns|turn_signals|farfield|wake) script="bench/$1.py"; shift; exec "$VENV/bin/python" "$script" "$@" ;;
+            asr|tts|rtc|soak|abuse|accuracy|paths|endpoint|ha_turns|turn_signals|farfield|frontend|wake) script="bench/$1.py"; shift; exec "$VENV/bin/python" "$script" "$@" ;;
             "") "$VENV/bin/python" bench/asr.py && "$VENV/bin/python" bench/tts.py && exec "$VENV/bin/python" bench/rtc.py ;;
-            *) echo "usage: ./run.sh bench [asr|tts|rtc|soak|abuse|accuracy|paths|endpoint|ha_turns|turn_signals|farfield|wake] [FLAGS...]" >&2; exit 2 ;;
+            *) echo "usage: ./run.sh bench [asr|tts|rtc|soak|abuse|accuracy|paths|endpoint|ha_turns|turn_signals|farfield|frontend|wake] [FLAGS...]" >&2; exit 2 ;;
         esac
         ;;
     *)

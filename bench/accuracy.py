@@ -186,12 +186,12 @@ def piper_speaker(data_dir: Path) -> Callable[[str, float | None], bytes]:
     return speak
 
 
-def piper_recordings(data_dir: Path) -> list[Recording]:
-    """The commands spoken by the bundled Piper voice, resampled to 16 kHz by PyAV."""
+def piper_recordings(data_dir: Path, texts: Sequence[str] = COMMANDS) -> list[Recording]:
+    """The commands (`texts`) spoken by the bundled Piper voice, resampled to 16 kHz by PyAV."""
     speak = piper_speaker(data_dir)
     return [
         Recording(f"cmd{number:02d}", text, _cached("piper", text, lambda text=text: speak(text)))
-        for number, text in enumerate(COMMANDS)
+        for number, text in enumerate(texts)
     ]
 
 

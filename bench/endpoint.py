@@ -16,7 +16,10 @@ compute type, asked in turn clip by clip so that they share the machine's noise:
                           vad_sensitivity in turn; streamed until its transcript
 
     .venv/bin/python bench/endpoint.py [--quick] [--only ha-ours,ha-peer,peer-endpointing,ours,concurrency]
-                                       [--ours-src DIR] [--device cuda]
+                                       [--ours-src DIR] [--device cuda] [--room CONDITION]
+
+With --room (a condition of bench/rooms.py, e.g. "room 0.8 s + pink 10 dB") every clip and the silence after it
+are heard as a Voice PE's raw microphone hears them across a room: reverb, and the noise going on throughout.
 
 The corpus (built once, cached under bench/.cache/endpoint/): plain commands (bench/asr.py's twenty, spoken by
 the bundled Piper voice at two of three speeds, and the LJ Speech clips of tests/corpus, which are
@@ -56,7 +59,7 @@ import sys
 import time
 from collections.abc import Sequence
 from contextlib import ExitStack
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -115,6 +118,7 @@ from common import (  # noqa: E402
     wait_ready,
     wav_bytes,
 )
+from rooms import CONDITIONS, Condition, delay, render  # noqa: E402
 
 from wyoming_wis.catalog import Catalog  # noqa: E402
 
@@ -378,6 +382,26 @@ def build_corpus(args: argparse.Namespace) -> list[Clip]:
     return clips
 
 
+def in_room(clips: Sequence[Clip], folder: Path, condition: Condition) -> tuple[list[Clip], Path]:
+    """The corpus as a room microphone hears it (bench/rooms.py): each clip with the silence streamed after it,
+    rendered under `condition` (the babble from the LJ clips that are not the clip's own), cached in a folder of
+    its own; times moved by the sound's path from the talker."""
+    room = folder / cache_key(condition.name)
+    room.mkdir(exist_ok=True)
+    voices = lj_recordings()
+    moved = []
+    for clip in clips:
+        path = room / clip.file
+        if not path.exists():
+            others = [voice.pcm for voice in voices if voice.name not in clip.name]
+            heard = render(clip.pcm(folder) + silence(TAIL_SECONDS), condition, clip.name, others, 0.0, 0.0)
+            path.write_bytes(wav_bytes(heard.audio, RATE, WIDTH, 1))
+        shift = delay(condition)
+        resume_s = None if clip.resume_s is None else clip.resume_s + shift
+        moved.append(replace(clip, last_speech_s=clip.last_speech_s + shift, resume_s=resume_s))
+    return moved, room
+
+
 def pick(clips: Sequence[Clip], share: float | None = None) -> list[Clip]:
     """Some clips of each kind, spread over the kind (speeds, Piper and LJ): `share` of them, or a few (--quick)."""
     picked = []
@@ -391,14 +415,15 @@ def pick(clips: Sequence[Clip], share: float | None = None) -> list[Clip]:
 # -- Home Assistant's VAD -----------------------------------------------------------------
 
 
-def ha_stops(clips: Sequence[Clip], folder: Path) -> tuple[dict[str, tuple[int | None, bool]], str]:
+def ha_stops(clips: Sequence[Clip], folder: Path, tail_s: float) -> tuple[dict[str, tuple[int | None, bool]], str]:
     """Per clip, the chunk at which Home Assistant's VAD ends the command (and whether its cap did), by
-    bench/ha_vad.py in the Home Assistant venv; and that Home Assistant's version."""
+    bench/ha_vad.py in the Home Assistant venv, each file followed by `tail_s` of silence; and that Home
+    Assistant's version."""
     venv = subprocess.run(  # its progress, if it has to build the venv, on our stderr
         [str(ROOT / "tests" / "ha" / "env.sh"), HA_VERSION], check=True, stdout=subprocess.PIPE, text=True, cwd=ROOT
     ).stdout.strip()
     files = [str(folder / clip.file) for clip in clips]
-    argv = [f"{venv}/bin/python", str(Path(__file__).with_name("ha_vad.py")), "--tail", str(TAIL_SECONDS), *files]
+    argv = [f"{venv}/bin/python", str(Path(__file__).with_name("ha_vad.py")), "--tail", str(tail_s), *files]
     lines = subprocess.run(argv, check=True, capture_output=True, text=True).stdout.splitlines()
     *decisions, version = [json.loads(line) for line in lines]
     stops = {clip.name: (d["stop_chunk"], d["timed_out"]) for clip, d in zip(clips, decisions, strict=True)}
@@ -510,13 +535,13 @@ class Turn:
 
 
 async def stream_turn(
-    system: System, port: int, clip: Clip, pcm: Pcm, stop: int | None, phase: str, timeout: float
+    system: System, port: int, clip: Clip, audio: bytes, stop: int | None, phase: str, timeout: float
 ) -> Turn:
-    """Stream `clip` as Home Assistant's pipeline does: `transcribe`, `audio-start`, a chunk each 10 ms while
-    reading; `audio-stop` after chunk `stop` - 1 when its VAD ended at chunk `stop`, else on through the
-    trailing silence until the transcript comes; then close, as Home Assistant does."""
+    """Stream `clip` (its `audio`, with the trailing silence) as Home Assistant's pipeline does: `transcribe`,
+    `audio-start`, a chunk each 10 ms while reading; `audio-stop` after chunk `stop` - 1 when its VAD ended at
+    chunk `stop`, else on through the trailing silence until the transcript comes; then close, as Home
+    Assistant does."""
     turn = Turn(system.label, clip.name, clip.kind, phase, clip.text)
-    audio = pcm.audio + silence(TAIL_SECONDS).audio
     chunks = len(audio) // CHUNK_BYTES
     marks = Marks()
     client = AsyncTcpClient(HOST, port)
@@ -566,6 +591,7 @@ class Bench:
 
     ports: dict[str, int]
     folder: Path
+    tail_s: float  # silence streamed after each file: TAIL_SECONDS, or none where the file holds it (a room's)
     stops: dict[str, tuple[int | None, bool]]
     timeout: float
 
@@ -573,7 +599,8 @@ class Bench:
         await asyncio.sleep(delay)
         stop = self.stops[clip.name][0] if system.ha_vad else None
         port = self.ports[system.server]
-        return await stream_turn(system, port, clip, clip.pcm(self.folder), stop, phase, self.timeout)
+        audio = (clip.pcm(self.folder) + silence(self.tail_s)).audio
+        return await stream_turn(system, port, clip, audio, stop, phase, self.timeout)
 
 
 async def warm_up(bench: Bench, systems: Sequence[System], clip: Clip) -> None:
@@ -737,9 +764,11 @@ def print_report(document: dict, out: Path) -> None:
     print("; ".join(versions) + "  ")
     print(f"Servers' requires_external_vad: {run['requires_external_vad']}  ")
     counts = ", ".join(f"{sum(c['kind'] == kind for c in corpus)} {kind}" for kind in KINDS)
+    room = settings.get("room")
+    heard = f", as a room microphone hears them: {room} (bench/rooms.py)" if room else ""
     print(
         f"Corpus: {len(corpus)} clips ({counts}), each after {LEAD_SECONDS:g} s of silence and followed by up to "
-        f"{TAIL_SECONDS:g} s more; 10 ms chunks at real-time pace\n"
+        f"{TAIL_SECONDS:g} s more{heard}; 10 ms chunks at real-time pace\n"
     )
     print("## Last speech sample to `transcript`\n")
     print("False cut: the turn ended before the last speech sample was sent (on the paused commands: before the")
@@ -797,6 +826,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--compute-type", help="CTranslate2 compute type. Default: int8 on cpu, float16 on cuda")
     parser.add_argument("--groups", type=int, default=4, help="Groups per number of satellites at once. Default: 4")
     parser.add_argument("--timeout", type=float, default=60, help="Seconds to wait for a transcript after audio-stop")
+    rooms = {condition.name: condition for condition in CONDITIONS}
+    parser.add_argument(
+        "--room",
+        choices=rooms,
+        metavar="CONDITION",
+        help="Stream the corpus as a room microphone hears it under "
+        f"this condition of bench/rooms.py: {', '.join(map(repr, rooms))}. Default: the clips as recorded",
+    )
     add_common_args(parser, "endpoint", PHASES)
     args = parser.parse_args(argv)
     check_common_args(parser, args, "endpoint", PHASES)
@@ -804,6 +841,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         parser.error("concurrency compares with ours or ha-ours alone: choose one of them too")
     args.compute_type = args.compute_type or ("float16" if args.device == "cuda" else "int8")
     args.data_dir = CACHE / "data"  # where our server joins the bundled model; the peers and the corpus use it
+    args.room = rooms[args.room] if args.room else None
     if args.quick:
         args.groups = 1
     return args
@@ -812,14 +850,17 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 async def run(args: argparse.Namespace, stack: ExitStack) -> dict:
     load = BackgroundLoad()
     clips = build_corpus(args)
-    folder = corpus_folder()
+    folder, tail_s = corpus_folder(), TAIL_SECONDS
     if args.quick or args.share < 1:
         clips = pick(clips, None if args.quick else args.share)
+    if args.room:
+        clips, folder = in_room(clips, folder, args.room)
+        tail_s = 0.0
     systems = [system for system in SYSTEMS if system.key in args.phases]
-    stops, home_assistant = ha_stops(clips, folder) if any(s.ha_vad for s in systems) else ({}, None)
+    stops, home_assistant = ha_stops(clips, folder, tail_s) if any(s.ha_vad for s in systems) else ({}, None)
     ports, versions, servers = await start_servers(args, systems, stack)
     versions["home_assistant"] = home_assistant
-    bench = Bench(ports, folder, stops, args.timeout)
+    bench = Bench(ports, folder, tail_s, stops, args.timeout)
     await warm_up(bench, systems, clips[0])
     alone = await alone_phase(bench, systems, clips)
     together: list[Turn] = []
@@ -843,7 +884,7 @@ def main() -> None:
     args = parse_args()
     keys = ("device", "threads", "beam_size", "compute_type", "groups", "share")
     settings = {key: getattr(args, key) for key in keys}
-    settings.update(quick=args.quick, phases=args.phases)
+    settings.update(quick=args.quick, phases=args.phases, room=args.room.name if args.room else None)
     run_and_record(lambda stack: run(args, stack), settings, args.out, print_report)
 
 

@@ -6,7 +6,9 @@ alone and together, at 20, 10 and 5 dB SNR) and sent to both servers the way a s
 (en), audio-start, the audio in 64 ms chunks at full speed, audio-stop. Both run the same Whisper folder with the
 same device, compute type, threads and beam; a second beam restarts both. Reported per condition and beam: WER
 (jiwer, after bench/asr.py's normalisation) of each server, and the clips where ours wrote nothing while the
-peer transcribed speech (a clip the speech detector gated away).
+peer transcribed speech (a clip the speech detector gated away). Then each noise alone, with no speech in it
+(6 s at -50, -40 and -30 dBFS), streamed the same way: how many transcripts hold words anyway (for babble, the
+words of other voices, as a TV's), where none is right.
 
     .venv/bin/python bench/farfield.py                 # beams 1 and 5, 24 clips x 19 conditions
     .venv/bin/python bench/farfield.py --quick         # beam 1, 8 clips
@@ -21,17 +23,22 @@ from contextlib import ExitStack
 from dataclasses import asdict
 from pathlib import Path
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from asr import (  # noqa: E402  (bench/ is not a package)
     MODEL,
     Recording,
     command_recordings,
     lj_recordings,
+    normalise,
     start_servers,
     transcribe,
     wer,
 )
 from common import (  # noqa: E402
+    RATE,
+    Pcm,
     Row,
     add_common_args,
     check_common_args,
@@ -41,12 +48,16 @@ from common import (  # noqa: E402
     render_table,
     run_and_record,
 )
-from rooms import CONDITIONS, Condition, render  # noqa: E402
+from rooms import CONDITIONS, NOISES, Condition, noise, render  # noqa: E402
 
 PHASES = ("farfield",)
 COMMANDS = 16  # of bench/asr.py's commands, with the 8 LJ clips: 24 clips
 QUICK_CLIPS = 4  # of each kind, with --quick
 EMPTY_WER = 1.0  # a transcript this far off has no word of the speech: "empty"
+NOISE_ALONE = "noise alone"  # the phase of clips with no speech: each noise of bench/rooms.py by itself
+NOISE_ALONE_S = 6.0  # seconds: about what a satellite streams after a false wake before its turn ends
+NOISE_ALONE_DBFS = (-50.0, -40.0, -30.0)  # a quiet room's noise to a loud fan's
+NOISE_ALONE_SEEDS = (1, 2)
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -70,6 +81,20 @@ def clips(commands: list[Recording], quick: bool) -> list[Recording]:
     return lj[:QUICK_CLIPS] + spoken[:QUICK_CLIPS] if quick else lj + spoken
 
 
+def noise_alone(voices: Sequence[Recording], quick: bool) -> list[Recording]:
+    """Clips without speech (the reference is ""): each noise at each level, as a satellite may stream after a
+    false wake; babble is other voices (a TV), whose words are not the user's either."""
+    floats = [voice.pcm.floats(np.float64) for voice in voices]
+    recordings = []
+    for kind in NOISES:
+        for level in NOISE_ALONE_DBFS[1:2] if quick else NOISE_ALONE_DBFS:
+            for seed in NOISE_ALONE_SEEDS[:1] if quick else NOISE_ALONE_SEEDS:
+                samples = noise(kind, int(NOISE_ALONE_S * RATE), seed, floats)
+                samples *= 10 ** (level / 20) / np.sqrt(np.mean(samples**2))
+                recordings.append(Recording(f"{kind} {level:g} dBFS #{seed}", "", Pcm.from_floats(samples)))
+    return recordings
+
+
 async def run_beam(args: argparse.Namespace, beam: int, results: list[dict]) -> dict:
     """Both servers at this beam; every clip under every condition to each, ours first on even clips."""
     settings = argparse.Namespace(**{**vars(args), "beam_size": beam})
@@ -86,7 +111,23 @@ async def run_beam(args: argparse.Namespace, beam: int, results: list[dict]) -> 
                     results.append({"beam": beam, **asdict(result)})
             done = [r for r in results if r["beam"] == beam and r["phase"] == condition.name]
             log(f"[beam {beam}] {condition.name}: " + ", ".join(f"{n} {_wer(done, n):.1%}" for n in ("ours", "peer")))
+        for index, heard in enumerate(noise_alone(recordings, args.quick)):
+            for name in ("ours", "peer") if index % 2 == 0 else ("peer", "ours"):
+                result = await transcribe(name, servers[name].port, NOISE_ALONE, heard, False, 0.0, args.timeout)
+                results.append({"beam": beam, **asdict(result)})
+        done = [r for r in results if r["beam"] == beam and r["phase"] == NOISE_ALONE]
+        log(
+            f"[beam {beam}] {NOISE_ALONE}, clips with text: "
+            + ", ".join(f"{n} {_texts(done, n)}" for n in ("ours", "peer"))
+        )
     return versions
+
+
+def _texts(results: Sequence[dict], server: str, kind: str = "", worded: bool = True) -> int:
+    """How many of `server`'s transcripts of clips without speech (of noise `kind`; "": any) hold words (or
+    not `worded`: how many there are)."""
+    mine = [r for r in results if r["server"] == server and r["recording"].startswith(kind)]
+    return sum(1 for r in mine if normalise(r["text"] or "") or not worded)
 
 
 def _wer(results: Sequence[dict], server: str) -> float:
@@ -106,8 +147,9 @@ def summarise(results: Sequence[dict], beams: Sequence[int], conditions: Sequenc
     for beam in beams:
         at_beam = [r for r in results if r["beam"] == beam]
         per: dict = {}
+        speech = [r for r in at_beam if r["phase"] != NOISE_ALONE]
         for name in [condition.name for condition in conditions] + ["all"]:
-            done = [r for r in at_beam if name in ("all", r["phase"])]
+            done = [r for r in speech if name in ("all", r["phase"])]
             peer = {(r["phase"], r["recording"]): r for r in done if r["server"] == "peer"}
             gated = [
                 f"{r['phase']}: {r['recording']}"
@@ -122,6 +164,11 @@ def summarise(results: Sequence[dict], beams: Sequence[int], conditions: Sequenc
                 "errors": sum(1 for r in done if r["error"]),
                 "ours_empty_where_peer_heard": gated,
             }
+        alone = [r for r in at_beam if r["phase"] == NOISE_ALONE]
+        per[NOISE_ALONE] = {
+            kind: {"clips": _texts(alone, "ours", kind, False), **{n: _texts(alone, n, kind) for n in ("ours", "peer")}}
+            for kind in NOISES
+        }
         summary[beam] = per
     return summary
 
@@ -144,6 +191,9 @@ def report_rows(summary: dict, conditions: Sequence[Condition]) -> list[Row]:
                     not_worse if hard else None,
                 )
             )
+        for kind, counts in per[NOISE_ALONE].items():
+            metric = f"beam {beam}: {kind} alone: of {counts['clips']}, with text"
+            rows.append(Row(metric, counts["ours"], counts["peer"], str, "not more", lambda o, p: o <= p))
         empty = per["all"]["ours_empty_where_peer_heard"]
         rows.append(Row(f"beam {beam}: ours empty, peer heard words", len(empty), 0, str, "0", lambda o, _: o == 0))
     return rows

@@ -111,14 +111,30 @@ def noise(kind: str, length: int, seed: int, voices: Sequence[np.ndarray] = ()) 
     raise ValueError(f"unknown noise {kind!r}")
 
 
-def render(speech: Pcm, condition: Condition, name: str, others: Sequence[Pcm] = ()) -> Pcm:
-    """`speech` as a room microphone hears it under `condition`; `others` are voices for babble (not `speech`).
-    The noise's seed comes from `name` and the condition, so each clip gets its own noise, the same every run."""
+def delay(condition: Condition) -> float:
+    """Seconds from the talker to the microphone: how much later a rendered sound arrives (its direct path)."""
+    if not condition.rt60:
+        return 0.0
+    response = impulse_response(condition.rt60)
+    return int(np.argmax(np.abs(response) >= 0.5 * np.abs(response).max())) / RATE
+
+
+def render(
+    speech: Pcm,
+    condition: Condition,
+    name: str,
+    others: Sequence[Pcm] = (),
+    lead_s: float = LEAD_S,
+    tail_s: float = TAIL_S,
+) -> Pcm:
+    """`speech` as a room microphone hears it under `condition`, with `lead_s` and `tail_s` more of the room (its
+    noise) before and after its sound (the reverb's tail included); `others` are voices for babble (not
+    `speech`). The noise's seed comes from `name` and the condition, so each clip gets its own noise, the same
+    every run. A sound in `speech` is heard `lead_s` + `delay(condition)` later in the result."""
     audio = speech.floats(np.float64)
     if condition.rt60:
         audio = fftconvolve(audio, impulse_response(condition.rt60))
-    lead, tail = int(LEAD_S * RATE), int(TAIL_S * RATE)
-    audio = np.concatenate([np.zeros(lead), audio, np.zeros(tail)])
+    audio = np.concatenate([np.zeros(int(lead_s * RATE)), audio, np.zeros(int(tail_s * RATE))])
     level = active_level(audio)
     audio *= 10 ** (SPEECH_DBFS / 20) / level
     if condition.noise:

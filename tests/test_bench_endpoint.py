@@ -20,8 +20,9 @@ BENCH = str(ROOT / "bench")
 sys.path.insert(0, BENCH)
 import endpoint  # noqa: E402  (bench/ is not a package)
 from asr import Recording  # noqa: E402
-from common import RATE, Pcm, silence  # noqa: E402
+from common import RATE, Pcm, silence, wav_bytes  # noqa: E402
 from endpoint import Clip, Source, System, Turn, Word  # noqa: E402
+from rooms import CONDITIONS, delay  # noqa: E402
 
 while BENCH in sys.path:  # the benchmarks' bench/rtc.py must not shadow the rtc package for the tests after this
     sys.path.remove(BENCH)
@@ -33,6 +34,23 @@ def tone(seconds: float, level: float = 0.3) -> Pcm:
     """A 440 Hz tone standing in for speech."""
     t = np.arange(int(seconds * RATE)) / RATE
     return Pcm((level * 32767 * np.sin(2 * np.pi * 440 * t)).astype(np.int16).tobytes())
+
+
+def test_in_a_room_the_speech_arrives_later_and_the_noise_goes_on_after_it(tmp_path: Path) -> None:
+    """--room: the clip and the silence streamed after it are rendered together, so the noise does not stop with
+    the speech; its times move by the sound's path (2.8 m, about 8 ms), and nothing more is appended."""
+    pcm = silence(0.3) + tone(0.5) + silence(0.2)
+    (tmp_path / "c.wav").write_bytes(wav_bytes(pcm.audio, RATE, 2, 1))
+    clip = Clip("c", "paused", "test", "Turn on the light.", "c.wav", pcm.seconds, 0.8, 0.1, 0.6)
+    condition = next(condition for condition in CONDITIONS if condition.name == "room 0.8 s + pink 10 dB")
+    [moved], folder = endpoint.in_room([clip], tmp_path, condition)
+    assert 0.005 < delay(condition) < 0.02
+    assert moved.last_speech_s == pytest.approx(0.8 + delay(condition))
+    assert moved.resume_s == pytest.approx(0.6 + delay(condition))
+    heard = moved.pcm(folder).floats()
+    assert len(heard) >= (pcm.seconds + endpoint.TAIL_SECONDS) * RATE
+    late = heard[int((pcm.seconds + 2.0) * RATE) :]  # long after the speech and its reverb
+    assert np.sqrt(np.mean(late**2)) > 10 ** (-46 / 20)  # the room's noise, 10 dB under the speech at -26 dBFS
 
 
 def test_the_speech_ends_where_the_sound_does_not_where_whisper_says() -> None:

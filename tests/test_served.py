@@ -137,6 +137,10 @@ def test_info_reads_the_view(core: Core) -> None:
     (model,) = info.asr[0].models
     assert (model.name, model.description, model.languages) == (WHISPER_MODEL, "Whisper tiny.en (English only)", ["en"])
     assert info.asr[0].supports_transcript_streaming
+    # raw audio preferred (a Voice PE sends its raw microphone), unless --processed-audio asks for cleaned audio
+    assert not info.asr[0].prefers_auto_gain_enabled and not info.asr[0].prefers_noise_reduction_enabled
+    processed = build_info(core, processed_audio=True).asr[0]
+    assert processed.prefers_auto_gain_enabled and processed.prefers_noise_reduction_enabled
     assert info.tts[0].description == "Piper text-to-speech"
     voices = {voice.name: voice for voice in info.tts[0].voices}
     assert voices[VOICE].languages == ["en_US", "en-US", "en"] and voices[VOICE].speakers is None

@@ -466,6 +466,15 @@ class WyomingSettings:
         default=False,
         switch=True,
     )
+    processed_audio: bool = setting(
+        "Ask satellites for audio they have cleaned (auto gain and noise suppression on; a Voice PE then sends its "
+        "processed channel) instead of their raw microphone. By default the server says it prefers neither, and "
+        "Home Assistant 2026.11 has a Voice PE send its raw channel, as it does for Home Assistant Cloud's "
+        "speech-to-text: speex noise suppression in front of Whisper cost words on speech from across a room "
+        "(BENCHMARKS.md, far-field front ends).",
+        default=False,
+        switch=True,
+    )
     vad_sensitivity: str = setting(
         f"How soon the server ends a turn when the transcribe event names no vad_sensitivity (Home Assistant names "
         f"none): {', '.join(SENSITIVITIES)}. A whole request ends after 0.7 s of silence by default, so a pause "

@@ -111,6 +111,14 @@ async def test_command(wis: Wis, pipeline: str) -> None:
     done = await turn(wis, pipeline, await espeak(command, "en-us"))
     assert done.heard is not None and wer(command, done.heard) == 0, done.figures()
     assert done.reasons[0] in AFTER_A_COMMAND, done.figures()
+    # what a satellite is told at stt-start: with neither auto gain nor noise suppression preferred, HA's esphome
+    # assist_satellite has a Voice PE stream its raw microphone channel (our --processed-audio asks for both)
+    [started] = [event.data for event in done.events if event.type == PipelineEventType.STT_START]
+    preferred = {
+        key: started["audio_processing"][key]
+        for key in ("prefers_auto_gain_enabled", "prefers_noise_reduction_enabled")
+    }
+    assert preferred == {"prefers_auto_gain_enabled": False, "prefers_noise_reduction_enabled": False}, started
 
 
 async def test_command_with_a_pause(wis: Wis, pipeline: str) -> None:

@@ -294,7 +294,7 @@ class WyomingHandler(AsyncEventHandler):
     async def _describe(self, _: Describe) -> None:
         await self.core.refresh_voices()  # voices and wake words added or removed on disk show up
         await self.core.refresh_wake_words()
-        info = build_info(self.core, self.settings.external_vad).event()
+        info = build_info(self.core, self.settings.external_vad, self.settings.processed_audio).event()
         self._request("describe").done()
         await self.write_event(info)
 

@@ -28,11 +28,14 @@ MICRO_WAKE_WORD = Attribution(name="Kevin Ahrendt", url="https://github.com/kahr
 OPEN_WAKE_WORD = Attribution(name="David Scripka", url="https://github.com/dscripka/openWakeWord")
 
 
-def build_info(core: Core, external_vad: bool = False) -> Info:
+def build_info(core: Core, external_vad: bool = False, processed_audio: bool = False) -> Info:
     """Everything on this machine, marked installed: nothing advertised needs a download.
 
     Unless `external_vad` (--external-vad), the server ends each turn itself, and says so: Home Assistant
     2026.10+ then streams audio until the transcript comes, without its own VAD and its 15 s cap.
+
+    Unless `processed_audio` (--processed-audio), the server prefers audio without auto gain and noise
+    suppression: with both preferences false, Home Assistant has a Voice PE send its raw microphone channel.
 
     Wake words are one program (Home Assistant reads only the first) with every model offered, both families.
 
@@ -99,6 +102,8 @@ def build_info(core: Core, external_vad: bool = False) -> Info:
                 models=models,
                 supports_transcript_streaming=served.partial_results,
                 requires_external_vad=external_vad,
+                prefers_auto_gain_enabled=processed_audio,
+                prefers_noise_reduction_enabled=processed_audio,
             )
         ],
         tts=[
