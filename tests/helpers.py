@@ -238,6 +238,15 @@ def silence(seconds: float, rate: int = 16000) -> Pcm:
     return Pcm(bytes(int(seconds * rate) * 2), rate, 2, 1)
 
 
+def pink_noise(seconds: float, dbfs: float, seed: int = 0) -> Pcm:
+    """16 kHz noise with as much power per octave (a fan, a room's hum) at `dbfs` RMS: no speech in it."""
+    length = int(seconds * 16000)
+    spectrum = np.fft.rfft(np.random.default_rng(seed).standard_normal(length))
+    noise = np.fft.irfft(spectrum / np.sqrt(np.maximum(np.fft.rfftfreq(length, 1 / 16000), 20.0)), length)
+    noise *= 10 ** (dbfs / 20) / np.sqrt(np.mean(noise**2))
+    return Pcm((noise * 32768).astype("<i2").tobytes(), 16000, 2, 1)
+
+
 def wav_bytes(pcm: Pcm) -> bytes:
     buffer = io.BytesIO()
     with wave.open(buffer, "wb") as wav:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import CORPUS, corpus, load_audio, normalise, wer
+from helpers import CORPUS, corpus, load_audio, normalise, pink_noise, wer
 
 from wyoming_wis.asr import WhisperEngine
 from wyoming_wis.asr import decoder as decoder_module
@@ -87,19 +87,10 @@ async def test_silence_alone_is_empty_without_decoding(engine: WhisperEngine) ->
     assert sum(engine.batcher.sizes.values()) == before  # nothing reached Whisper
 
 
-def pink_noise(seconds: float, dbfs: float, seed: int = 0) -> np.ndarray:
-    """Noise with as much power per octave, as a fan or the room's hum makes: no speech in it."""
-    length = int(seconds * RATE)
-    spectrum = np.fft.rfft(np.random.default_rng(seed).standard_normal(length))
-    spectrum /= np.sqrt(np.maximum(np.fft.rfftfreq(length, 1 / RATE), 20.0))
-    noise = np.fft.irfft(spectrum, length)
-    return (noise * 10 ** (dbfs / 20) / np.sqrt(np.mean(noise**2))).astype(np.float32)
-
-
 async def test_noise_without_speech_is_decoded_and_whisper_hears_none(engine: WhisperEngine) -> None:
     """The detector hears no speech in a fan's noise: the transcript is still decoded, and empty because Whisper's
     own no-speech probability says so (the model's verdict, not the gate's)."""
-    noise = pink_noise(6, -46)
+    noise = pink_noise(6, -46).samples()
     detector = SpeechDetector()
     detector.update(noise)
     assert detector.pieces(len(noise)) == []

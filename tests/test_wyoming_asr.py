@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
-from helpers import Pcm, corpus, load_audio, read_until, transcribe, wer
+from helpers import corpus, load_audio, pink_noise, read_until, transcribe, wer
 from wyoming.asr import Transcribe
 from wyoming.audio import AudioStart, AudioStop
 from wyoming.info import SelectProgram
@@ -61,11 +60,7 @@ async def test_empty_audio_gives_empty_transcript(server) -> None:
 async def test_a_stream_with_no_speech_heard_is_decoded_before_its_empty_transcript(server) -> None:
     """A fan's noise, closed with audio-stop: the speech detector hears nothing in it, Whisper still decodes it
     (far from the microphone the detector can miss speech), and the empty text is Whisper's own verdict."""
-    length = 5 * 16000
-    spectrum = np.fft.rfft(np.random.default_rng(7).standard_normal(length))
-    noise = np.fft.irfft(spectrum / np.sqrt(np.maximum(np.fft.rfftfreq(length, 1 / 16000), 20.0)), length)
-    noise *= 10 ** (-46 / 20) / np.sqrt(np.mean(noise**2))  # pink, at a quiet room's level
-    pcm = Pcm((noise * 32768).astype("<i2").tobytes(), 16000, 2, 1)
+    pcm = pink_noise(5, -46, seed=7)  # a quiet room's level
     calls = {"engine": "whisper", "model": "base"}
     before = server.metric("wis_inference_seconds_count", **calls) or 0
     async with server.client() as client:
