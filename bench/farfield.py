@@ -123,11 +123,10 @@ async def run_beam(args: argparse.Namespace, beam: int, results: list[dict]) -> 
     return versions
 
 
-def _texts(results: Sequence[dict], server: str, kind: str = "", worded: bool = True) -> int:
-    """How many of `server`'s transcripts of clips without speech (of noise `kind`; "": any) hold words (or
-    not `worded`: how many there are)."""
+def _texts(results: Sequence[dict], server: str, kind: str = "") -> int:
+    """How many of `server`'s transcripts of clips without speech (of noise `kind`; "": any) hold words."""
     mine = [r for r in results if r["server"] == server and r["recording"].startswith(kind)]
-    return sum(1 for r in mine if normalise(r["text"] or "") or not worded)
+    return sum(1 for r in mine if normalise(r["text"] or ""))
 
 
 def _wer(results: Sequence[dict], server: str) -> float:
@@ -166,7 +165,10 @@ def summarise(results: Sequence[dict], beams: Sequence[int], conditions: Sequenc
             }
         alone = [r for r in at_beam if r["phase"] == NOISE_ALONE]
         per[NOISE_ALONE] = {
-            kind: {"clips": _texts(alone, "ours", kind, False), **{n: _texts(alone, n, kind) for n in ("ours", "peer")}}
+            kind: {
+                "clips": sum(1 for r in alone if r["server"] == "ours" and r["recording"].startswith(kind)),
+                **{name: _texts(alone, name, kind) for name in ("ours", "peer")},
+            }
             for kind in NOISES
         }
         summary[beam] = per
