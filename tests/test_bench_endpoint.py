@@ -38,7 +38,7 @@ def tone(seconds: float, level: float = 0.3) -> Pcm:
 
 def test_in_a_room_the_speech_arrives_later_and_the_noise_goes_on_after_it(tmp_path: Path) -> None:
     """--room: the clip and the silence streamed after it are rendered together, so the noise does not stop with
-    the speech; its times move by the sound's path (2.8 m, about 8 ms), and nothing more is appended."""
+    the speech; its times move by the sound's path (2.8 m, about 11 ms), and nothing more is appended."""
     pcm = silence(0.3) + tone(0.5) + silence(0.2)
     (tmp_path / "c.wav").write_bytes(wav_bytes(pcm.audio, RATE, 2, 1))
     clip = Clip("c", "paused", "test", "Turn on the light.", "c.wav", pcm.seconds, 0.8, 0.1, 0.6)
