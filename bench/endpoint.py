@@ -388,7 +388,7 @@ def in_room(clips: Sequence[Clip], folder: Path, condition: Condition) -> tuple[
     its own; times moved by the sound's path from the talker."""
     room = folder / cache_key(condition.name)
     room.mkdir(exist_ok=True)
-    voices = lj_recordings()
+    voices, shift = lj_recordings(), delay(condition)
     moved = []
     for clip in clips:
         path = room / clip.file
@@ -396,7 +396,6 @@ def in_room(clips: Sequence[Clip], folder: Path, condition: Condition) -> tuple[
             others = [voice.pcm for voice in voices if voice.name not in clip.name]
             heard = render(clip.pcm(folder) + silence(TAIL_SECONDS), condition, clip.name, others, 0.0, 0.0)
             path.write_bytes(wav_bytes(heard.audio, RATE, WIDTH, 1))
-        shift = delay(condition)
         resume_s = None if clip.resume_s is None else clip.resume_s + shift
         moved.append(replace(clip, last_speech_s=clip.last_speech_s + shift, resume_s=resume_s))
     return moved, room

@@ -33,10 +33,9 @@ from scipy.signal import resample_poly
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from accuracy import load_engine, piper_recordings  # noqa: E402  (bench/ is not a package)
-from asr import COMMANDS, MODEL, lj_recordings, wer  # noqa: E402
+from asr import COMMANDS, MODEL, wer  # noqa: E402
 from common import CACHE, RATE, Pcm, add_common_args, check_common_args, log, run_and_record  # noqa: E402
-from farfield import COMMANDS as FARFIELD_COMMANDS  # noqa: E402
-from farfield import QUICK_CLIPS  # noqa: E402
+from farfield import QUICK_CLIPS, clips  # noqa: E402
 from rooms import CONDITIONS, render  # noqa: E402
 
 from wyoming_wis.requests import AsrRequest  # noqa: E402
@@ -95,7 +94,7 @@ def deepfilternet(attenuation_db: float) -> Callable[[Pcm], np.ndarray]:
             for start in range(0, len(audio), frame):
                 piece, cleaned = np.ascontiguousarray(audio[start : start + frame]), out[start : start + frame]
                 library.df_process_frame(state, piece.ctypes.data_as(floats), cleaned.ctypes.data_as(floats))
-            return resample_poly(out, 1, DFN_RATE // RATE).astype(np.float32)[: len(pcm.floats())]
+            return resample_poly(out, 1, DFN_RATE // RATE).astype(np.float32)[: len(pcm.audio) // 2]
         finally:
             library.df_free(state)
 
@@ -122,8 +121,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 async def run(args: argparse.Namespace, _: ExitStack) -> dict:
-    lj, spoken = lj_recordings(), piper_recordings(args.data_dir, COMMANDS[:FARFIELD_COMMANDS])
-    clips = lj[:QUICK_CLIPS] + spoken[:QUICK_CLIPS] if args.quick else lj + spoken
+    recordings = clips(piper_recordings(args.data_dir, COMMANDS), args.quick)  # farfield.py's, spoken here
     names = QUICK if args.quick else CHOSEN
     engine = load_engine(args)
     options = engine.options(AsrRequest(language="en", beam_size=BEAM))
@@ -132,16 +130,18 @@ async def run(args: argparse.Namespace, _: ExitStack) -> dict:
     results = []
     try:
         for condition in [condition for condition in CONDITIONS if condition.name in names]:
-            for clip in clips:
-                heard = render(clip.pcm, condition, clip.name, [other.pcm for other in clips if other is not clip])
+            for clip in recordings:
+                others = [other.pcm for other in recordings if other is not clip]
+                heard = render(clip.pcm, condition, clip.name, others)
+                raw = heard.floats()
                 row = {"condition": condition.name, "clip": clip.name, "reference": clip.text, "seconds": heard.seconds}
-                row["ours"] = (await engine.transcribe(heard.floats(), options)).text
+                row["ours"] = (await engine.transcribe(raw, options)).text
                 for name, clean in front_ends.items():
                     began = time.monotonic()
                     audio = clean(heard)
                     spent[name] += time.monotonic() - began
                     row[name] = (await engine.transcribe(audio, options)).text
-                segments, _ = engine.model.transcribe(heard.floats(), beam_size=BEAM, language="en")
+                segments, _ = engine.model.transcribe(raw, beam_size=BEAM, language="en")
                 row["faster-whisper"] = " ".join(segment.text.strip() for segment in segments)
                 results.append(row)
             log(f"{condition.name}: " + ", ".join(f"{k} {v:.1%}" for k, v in _wers(results, condition.name).items()))
