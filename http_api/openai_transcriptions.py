@@ -93,4 +93,4 @@ async def feed_file(request: web.Request, session: AsrSession, file: BinaryIO, p
         raise ApiError(
             400, f"Audio file is too short. Minimum audio length is {MIN_SECONDS} seconds.", param, "audio_too_short"
         )
-    session.feed_samples(samples)
+    await session.feed_samples(samples)

@@ -93,7 +93,7 @@ async def willow(request: web.Request) -> web.Response:
     async with _session(request) as session:
 
         async def samples(decoded: np.ndarray) -> None:
-            session.feed_samples(decoded)
+            await session.feed_samples(decoded)
 
         await read_device_audio(request, audio_format, codec, session.feed, samples)
         received = time.perf_counter()

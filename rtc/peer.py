@@ -460,10 +460,11 @@ class Peer:
         if decoding == self._core.resolve(utterance.params.request()):
             return await session.finish(stopped)
         _LOGGER.debug("WebRTC connection %d: decoding again with stop's parameters", self.id)
+        await session.end_audio()  # all of its audio, cleaned (--noise-suppression) to the end
         session.close()  # its decodes ahead are of no use now
         utterance.model = decoding.model
         async with self._core.open_asr(final.request(), frontend="webrtc") as again:
-            again.feed_samples(session.audio())
+            await again.feed_samples(session.audio(), cleaned=True)
             return await again.finish(stopped)
 
     async def _read(self, track: MediaStreamTrack) -> None:

@@ -24,7 +24,7 @@ BATCH_SECONDS = 0.06
 class Sink(Protocol):
     """Where the audio goes: an AsrSession, or a WakeStream."""
 
-    def feed_samples(self, samples: np.ndarray) -> None: ...
+    async def feed_samples(self, samples: np.ndarray) -> None: ...
 
 
 class Listener:
@@ -72,7 +72,7 @@ class Listener:
         loop = asyncio.get_running_loop()
         samples = await loop.run_in_executor(self._executor, self._resample, frames, flush)
         if len(samples):
-            self.session.feed_samples(samples)
+            await self.session.feed_samples(samples)
 
     def _resample(self, frames: list[av.AudioFrame], flush: bool) -> np.ndarray:
         resampler = self._resampler  # close() may come meanwhile; this call finishes with it

@@ -311,7 +311,7 @@ def test_default_options_start_the_server_on_the_addon_ports(config: dict, tmp_p
     assert settings.wyoming.uri == ["tcp://0.0.0.0:10500"] and http.http_port == 19000 and not http.no_http
     assert core.data_dir == [Path("/config")]
     assert asr.asr_model == ["base"] and core.tts.voice == ["en_US-joe-medium"]
-    assert (asr.language, asr.beam_size, core.device) == ("auto", 5, "auto")
+    assert (asr.language, asr.beam_size, core.device, asr.noise_suppression) == ("auto", 5, "auto", "off")
     assert http.api_key is None and not core.allow_download and not settings.debug
     assert settings.wyoming.zeroconf is None  # the Supervisor announces it, not mDNS
     assert "WIS_API_KEY" not in env
@@ -323,6 +323,7 @@ def test_every_option_reaches_the_server(config: dict, tmp_path: Path) -> None:
         "language": "de",
         "beam_size": 1,
         "device": "cpu",
+        "noise_suppression": "deepfilternet",
         "voices": ["en_US-joe-medium", "de_DE-thorsten-medium"],
         "http": False,
         "api_key": "s3cret key",
@@ -336,6 +337,7 @@ def test_every_option_reaches_the_server(config: dict, tmp_path: Path) -> None:
     assert asr.asr_model == ["tiny.en", "base"]
     assert core.tts.voice == ["en_US-joe-medium", "de_DE-thorsten-medium"]
     assert (asr.language, asr.beam_size, core.device) == ("de", 1, "cpu")
+    assert asr.noise_suppression == "deepfilternet" and asr.noise_suppression_limit_db == 12
     assert settings.http.no_http and core.allow_download and settings.debug
     assert asr.hotwords == ["Quorvex"] and core.tts.speech_cache_mb == 500
     assert asr.initial_prompt == "*"  # split on spaces, never globbed

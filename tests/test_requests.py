@@ -83,7 +83,7 @@ async def test_a_finished_session_counts_its_transcript_once_and_gives_its_memor
     monkeypatch.setattr(metrics, "transcribed", lambda *args: counted.append(args))
     ended = time.perf_counter()
     async with core.open_asr(AsrRequest(model="tiny.en"), frontend="http") as session:
-        session.feed_samples(np.zeros(16000, dtype=np.float32))
+        await session.feed_samples(np.zeros(16000, dtype=np.float32))
         assert core.budget.used > 0
         transcript = await session.finish(ended)
     assert transcript.text == "" and transcript.duration == 1.0
@@ -98,7 +98,7 @@ async def test_a_failed_session_counts_nothing_and_gives_its_memory_back(
     monkeypatch.setattr(metrics, "transcribed", lambda *args: counted.append(args))
     with pytest.raises(AudioTooLong):
         async with core.open_asr(AsrRequest(), frontend="wyoming") as session:
-            session.feed_samples(np.zeros(16000 * 3, dtype=np.float32))
-            session.feed_samples(np.zeros(16000 * 3, dtype=np.float32))  # past --max-audio-seconds
+            await session.feed_samples(np.zeros(16000 * 3, dtype=np.float32))
+            await session.feed_samples(np.zeros(16000 * 3, dtype=np.float32))  # past --max-audio-seconds
     assert not counted
     assert core.budget.used == 0

@@ -348,7 +348,7 @@ class _Heard:
     def __init__(self) -> None:
         self.samples: list[np.ndarray] = []
 
-    def feed_samples(self, samples: np.ndarray) -> None:
+    async def feed_samples(self, samples: np.ndarray) -> None:
         self.samples.append(samples)
 
 

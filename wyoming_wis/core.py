@@ -23,13 +23,14 @@ from typing import TYPE_CHECKING, Any
 
 from .asr import AsrSession, Bias, Transcript, WhisperEngine
 from .asr.decoder import Options
+from .asr.denoise import Suppressor
 from .asr.engine import MAX_PROMPT_CHARS, WHISPER_LANGUAGES
 from .asr.session import OnText
 from .asr.turn import TurnEnd, TurnLimits
 from .asr.turn_model import TurnEngine
 from .budget import MemoryBudget
 from .catalog import Catalog, Found
-from .config import CoreSettings
+from .config import DEEPFILTERNET, CoreSettings
 from .errors import BadRequest, StartupError, UnknownModel, UnknownVoice, UnknownWakeWord
 from .requests import MAX_BEAM_SIZE, SENSITIVITIES, TASKS, AsrRequest, Frontend, SpeechRequest, WakeRequest
 from .runtime import Runtime
@@ -90,8 +91,10 @@ class Core:
         xtts: Sequence[XttsEngine] = (),
         turn: TurnEngine | None = None,
         wake: WakeEngine | None = None,
+        suppressor: Suppressor | None = None,
     ) -> None:
         self.settings = settings
+        self.suppressor = suppressor  # --noise-suppression: cleans every ASR session's audio
         self.wake = wake  # None: --wake-model none
         self.runtime = runtime
         self.asr = {engine.name: engine for engine in asr}
@@ -118,6 +121,13 @@ class Core:
         """Find, load and warm up every configured model; blocking, and may take seconds."""
         started = time.monotonic()
         xtts_class = _xtts_class() if settings.tts.xtts_model else None  # before anything slow: fail fast
+        suppressor = None
+        if settings.asr.noise_suppression == DEEPFILTERNET:  # (also fails fast: the package may be missing)
+            suppressor = Suppressor(settings.asr.noise_suppression_limit_db)
+            _LOGGER.info(
+                "Noise suppression: DeepFilterNet 3, at most %g dB, on every transcription's audio",
+                settings.asr.noise_suppression_limit_db,
+            )
         catalog = Catalog(settings.data_dir, settings.allow_download)
         runtime = Runtime.from_settings(settings)
         language = None if settings.asr.language.lower() == "auto" else settings.asr.language
@@ -160,7 +170,8 @@ class Core:
         if settings.wake.wake_model != ["none"]:
             models = WakeModels(settings.data_dir, settings.wake.wake_model)
             wake = WakeEngine(models, settings.wake, workers=settings.threads)
-        core = cls(settings, runtime, asr, voices, registry, xtts, None if turn is None else TurnEngine(turn), wake)
+        turn_engine = None if turn is None else TurnEngine(turn)
+        core = cls(settings, runtime, asr, voices, registry, xtts, turn_engine, wake, suppressor)
         for engine in core.engines:
             engine.warm_up()
         _LOGGER.info(
@@ -219,6 +230,7 @@ class Core:
             end_of_turn=request.end_of_turn,
             limits=TurnLimits(max_speech=asr.max_turn_seconds, no_speech=asr.no_speech_seconds),
             turn_model=None if self.turn is None else self.turn.complete,
+            cleaner=None if self.suppressor is None else self.suppressor.stream(self.budget.hold()),
         )
 
     async def unload_idle_models(self) -> None:
@@ -380,6 +392,8 @@ class Core:
         if self.wake is not None:
             self.wake.close()
         self._housekeeping.shutdown(wait=False)
+        if self.suppressor is not None:
+            self.suppressor.close()
         deadline = time.monotonic() + timeout
         schedulers = [*(engine.scheduler for engine in self.engines), *(engine.vad for engine in self.asr.values())]
         if self.wake is not None:

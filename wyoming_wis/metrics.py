@@ -138,6 +138,11 @@ CACHE = Counter(
     registry=REGISTRY,
 )
 _CACHE_RESULTS = {result: CACHE.labels(result) for result in ("hit", "miss", "bypass")}
+DENOISED = Counter(
+    "wis_asr_denoised_seconds_total",
+    "Seconds of audio cleaned by the noise suppressor (--noise-suppression) before the VAD and Whisper heard it",
+    registry=REGISTRY,
+)
 RTC_SESSIONS = Gauge(
     "wis_rtc_sessions",
     "Browser WebRTC connections open now (each may stay open for days, mostly idle between utterances)",
@@ -286,6 +291,11 @@ class SpeechSent:
                 self._first.observe(time.perf_counter() - since)
             self._first = None
         self._seconds.inc(self._stream.format.seconds(pcm_bytes))
+
+
+def denoised(seconds: float) -> None:
+    """The noise suppressor cleaned this much audio of a stream (from its worker thread)."""
+    DENOISED.inc(seconds)
 
 
 def cache_lookup(result: str) -> None:

@@ -20,6 +20,10 @@ each short pause the session judges whether the speaker is done (`turn.py`),
 and `turn_end()` returns as soon as they are; audio after that end is not part
 of the turn.
 
+With a noise suppressor (`--noise-suppression`, `denoise.py`) the session keeps only the cleaned audio: the VAD,
+the end of the turn and Whisper all hear the same sound, at the raw audio's sample positions (the cleaner gives
+back exactly as many samples, its delay taken off), up to 43 ms later than it came.
+
 Every frontend goes through the same lifecycle: open a session (`Core.open_asr`),
 feed it, `finish` it (which counts the transcript in the metrics), and `close`
 it whatever happened, most simply by using it as an async context manager.
@@ -49,6 +53,7 @@ from .vad import PAD, WINDOW, Piece, SpeechDetector
 
 if TYPE_CHECKING:
     from .decoder import Decoded, Options
+    from .denoise import Cleaner
     from .engine import Transcript, WhisperEngine
 
 _LOGGER = logging.getLogger(__name__)
@@ -79,12 +84,14 @@ class AsrSession:
         end_of_turn: str | None = None,
         limits: TurnLimits | None = None,
         turn_model: TurnModel | None = None,
+        cleaner: Cleaner | None = None,
     ) -> None:
         """`on_text`, if given, receives stable text as it is recognised, in pieces that join into the final text.
 
         `frontend` labels the transcript in the metrics. `hold` is the session's share of the memory budget: the
         audio buffer is counted in it before it grows, and given back by `close`. With `end_of_turn` (a
         sensitivity) the session ends the turn itself, within `limits`, asking `turn_model` when there is one.
+        `cleaner` cleans the audio as it comes, in its own threads; the session closes it.
         """
         self.engine = engine
         # a turn is judged on its words' times too (aligned to the text decoded, which they do not change)
@@ -118,27 +125,39 @@ class AsrSession:
         self._complete: int | None = None  # ... if it was judged complete: it ends the turn once it settles
         self._kept: np.ndarray | None = None  # the audio of a turn the session ended
         self._arrivals: deque[tuple[int, float]] = deque(maxlen=_ARRIVALS)  # (samples kept, when)
+        self._cleaner = cleaner
 
     async def feed(self, pcm: bytes, audio_format: AudioFormat) -> None:
-        """Add audio; the format may change between pieces. It is converted in a worker thread; feed one piece
-        at a time. Audio after the end of the turn is dropped."""
+        """Add audio; the format may change between pieces. It is converted (and cleaned) in a worker thread; feed
+        one piece at a time. Audio after the end of the turn is dropped."""
         async with self._converting:  # the end of a turn may finish the session while a piece is converted
             if self._turn.done():
                 return
             self._count(audio_format.seconds(len(pcm)))
-            if self._converter is None or self._converter.source != audio_format:
-                self._flush()
-                self._converter = PcmConverter(audio_format)
-            converter = self._converter
-            # converted and kept in a worker thread: growing the buffer copies all of it (up to 38 MB)
-            await asyncio.to_thread(lambda: self._append(converter.convert(pcm)))
+            changed = self._converter is None or self._converter.source != audio_format
+
+            def keep() -> None:  # growing the buffer copies all of it (up to 38 MB)
+                if changed:
+                    self._flush()
+                    self._converter = PcmConverter(audio_format)
+                assert self._converter is not None
+                self._keep(self._converter.convert(pcm))
+
+            await self._in_worker(keep)
         self._arrive()
 
-    def feed_samples(self, samples: np.ndarray) -> None:
-        """Add audio already at 16 kHz mono float32 (a decoded file), with no conversion on the event loop."""
+    async def feed_samples(self, samples: np.ndarray, *, cleaned: bool = False) -> None:
+        """Add audio already at 16 kHz mono float32 (a decoded file), with no conversion on the event loop.
+        `cleaned`: audio a session of this server has cleaned already (its `audio()`), not to be cleaned twice."""
         self._count(len(samples) / WHISPER_RATE)
-        self._flush()
-        self._append(samples)
+        if self._cleaner is None:
+            self._flush()
+            self._append(samples)
+        else:
+            async with self._converting:  # one piece at a time through the cleaner
+                await self._in_worker(
+                    lambda: (self._flush(), self._append(samples) if cleaned else self._keep(samples))
+                )
         self._arrive()
 
     def _count(self, seconds: float) -> None:
@@ -185,8 +204,7 @@ class AsrSession:
         self._arrived.set()
         if self._follower is not None:
             await asyncio.gather(self._follower, return_exceptions=True)  # lets a decode in flight land
-        async with self._converting:
-            self._flush()
+        await self.end_audio()
         audio = self.audio()
         await self.engine.score(self._detector, audio)
         if self._on_text is not None:
@@ -201,10 +219,21 @@ class AsrSession:
             metrics.transcribed(self.frontend, self.engine.name, transcript.duration, turn.speech_ended, turn.reason)
         return transcript
 
+    async def end_audio(self) -> None:
+        """No more audio comes: keep what the converter and the noise suppressor still hold (`finish` does)."""
+        async with self._converting:
+            if self._cleaner is None:
+                self._flush()
+            else:
+                cleaner = self._cleaner
+                await self._in_worker(lambda: (self._flush(), self._append(cleaner.flush())))
+
     def close(self) -> None:
         """Stop work ahead of need and give the buffer's memory back to the budget; call once the request ends,
         answered or not. `audio()` stays readable."""
         self._finishing = True
+        if self._cleaner is not None:
+            self._cleaner.close()
         if self._follower is not None:
             self._follower.cancel()
         if not self._turn.done():
@@ -272,7 +301,8 @@ class AsrSession:
         A pause is judged on sense once it has lasted the sensitivity's `check`, with the decode the transcript
         needs anyway: judged complete, it ends the turn once it has lasted the sensitivity's `settle` (that decode
         is the transcript). Its words whole but the turn model not sure, the model listens again at the
-        sensitivity's `recheck`. Any pause ends it at the sensitivity's `silence`.
+        sensitivity's `recheck`. Any pause ends it at the sensitivity's `silence`, and so does the speaker's own
+        silence while Silero hears speech further away (`foreground_end`: a TV across the room).
         """
         assert self._patience is not None
         samples, start, end = len(audio), self._detector.speech_start(), self._detector.speech_end()
@@ -281,6 +311,9 @@ class AsrSession:
         silence = (samples - end) / WHISPER_RATE
         if silence >= self._patience.silence:
             return self._end("silence", samples, end)
+        own = self._detector.foreground_end()  # a TV across the room speaks on after the speaker: its silence
+        if own is not None and (samples - own) / WHISPER_RATE >= self._patience.silence:
+            return self._end("silence", samples, own)  # the audio up to now: soft last words stay in
         if silence < self._patience.check:
             return False
         if self._judged != end:
@@ -438,9 +471,22 @@ class AsrSession:
         return self._buffer[: self._samples] if self._kept is None else self._kept
 
     def _flush(self) -> None:
+        """Keep a resampler's last samples; blocking where a cleaner cleans them (in `_in_worker`, then)."""
         if self._converter is not None:
-            self._append(self._converter.flush())
+            self._keep(self._converter.flush())
             self._converter = None
+
+    def _keep(self, samples: np.ndarray) -> None:
+        """Keep newly converted samples, cleaned first where the session has a cleaner; blocking."""
+        self._append(samples if self._cleaner is None else self._cleaner.clean(samples))
+
+    async def _in_worker(self, work: Callable[[], object]) -> None:
+        """Run `work` (converting, cleaning, keeping: all grow with the audio) off the event loop: in the cleaner's
+        threads where there is one, else in asyncio's."""
+        if self._cleaner is None:
+            await asyncio.to_thread(work)
+        else:
+            await self._cleaner.run(work)
 
 
 def _padded(audio: np.ndarray, speech_end: int, pad: int = PAD) -> np.ndarray:

@@ -223,7 +223,7 @@ class WakeStream:
             raise self._failed
         self._keep(pcm, audio_format)
 
-    def feed_samples(self, samples: np.ndarray) -> None:
+    async def feed_samples(self, samples: np.ndarray) -> None:
         """Keep 16 kHz float32 audio from a live source (a browser's microphone), which cannot be made to wait:
         one the CPU has fallen MAX_KEPT_BYTES behind gets Busy."""
         if self._failed is not None:

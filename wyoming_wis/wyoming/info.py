@@ -36,6 +36,8 @@ def build_info(core: Core, external_vad: bool = False, processed_audio: bool = F
 
     Unless `processed_audio` (--processed-audio), the server prefers audio without auto gain and noise
     suppression: with both preferences false, Home Assistant has a Voice PE send its raw microphone channel.
+    `--noise-suppression` does not change them: the server then cleans the raw audio itself, and a satellite's
+    own suppression in front of it would only take more of the speech away.
 
     Wake words are one program (Home Assistant reads only the first) with every model offered, both families.
 
