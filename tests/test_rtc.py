@@ -422,10 +422,13 @@ async def test_hands_free_answers_each_turn_without_stop(rtc_server: Server, rec
     finally:
         await client.close()
 
-    for turn, text in zip(turns, plain, strict=True):
+    for turn, text, command in zip(turns, plain, COMMANDS, strict=True):
         ended = [message for message in turn if message["type"] == "turn-end"]
         assert len(ended) == 1 and ended[0]["obj"]["reason"] in ("complete", "silence"), turn
-        assert turn[-1]["type"] == "infer" and normalise(turn[-1]["obj"]["text"]) == normalise(text), (turn, plain)
+        # no word lost to the turn's end: as right as the start/stop decode (on a Piper take, random, that one may
+        # slip on the first word itself: "current on the kitchen light.")
+        assert turn[-1]["type"] == "infer", turn
+        assert wer([command], [turn[-1]["obj"]["text"]]) <= wer([command], [text]), (turn, plain)
         assert normalise(text), plain
         assert 0 < turn[-1]["obj"]["infer_time"] < 5000, turn  # from the last word
     assert answered < seconds(*played), "the turns came only when the audio ended"  # not at a stop
