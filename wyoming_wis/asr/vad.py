@@ -28,14 +28,16 @@ MAX_PIECE = int(25 * WHISPER_RATE)  # longest piece decoded at once, leaving Whi
 _SPLIT_SEARCH = int(10 * WHISPER_RATE)  # a piece without pauses is cut at its quietest point in its last 10 s
 # A stream that starts in speech, before its speaker has begun (they have just said the wake word), hears someone
 # else: a TV or a conversation across the room, which Silero hears as speech, and goes on hearing after the speaker
-# has stopped. Where the speaker is FOREGROUND_DB louder than that background, the speaker's own speech is told
-# from it by level: windows louder than the background by FOREGROUND_SHARE of the way (in dB) to the loudest
-# speech. Levels are averaged over LEVEL_SPAN windows (about 0.3 s), so that the soft syllables inside a speaker's
-# words do not count as someone else's. Measured on bench/endpoint.py's corpus in bench/rooms.py's rooms
-# (BENCHMARKS.md): never on in clean speech, fan noise, hum or reverb; under a TV at 10 dB in a 0.8 s room, 52 of
-# 69 turns ended a median 1.5 s after the last word (before, 9 of 10 waited for the 15 s), none of them cut.
+# has stopped. Silero starts a stream cold and scores a talker across the room low in its first windows, so one
+# lead-in window at LEAD_IN_VOICE says someone is there (pink, brown or hum noise, even at 5 dB, never reach it).
+# Where the speaker is FOREGROUND_DB louder than that background, the speaker's own speech is told from it by
+# level: windows louder than the background by FOREGROUND_SHARE of the way (in dB) to the loudest speech. Levels
+# are averaged over LEVEL_SPAN windows (about 0.3 s), so that the soft syllables inside a speaker's words do not
+# count as someone else's. Measured on bench/endpoint.py's corpus in bench/rooms.py's rooms (BENCHMARKS.md): never
+# on in clean speech, fan noise, hum or reverb; under a TV at 10 dB in a 0.8 s room, 68 of 69 turns ended a median
+# 1.6 s after the last word (before, 9 of 10 waited for the 15 s), none of them cut.
 LEAD_IN = 8  # windows (0.26 s) at the start of a stream: the background's level
-LEAD_IN_SPEECH = 2  # of them heard as speech: someone else speaks there
+LEAD_IN_VOICE = 0.2  # (two at THRESHOLD missed 30 of 138 turns under a TV in a 0.8 s room, this 1)
 FOREGROUND_DB = 10.0
 FOREGROUND_SHARE = 0.45  # of 141 such turns, 0.55 would end 4 before their last word, 0.35 18 more than 4 s after
 LEVEL_SPAN = 10
@@ -94,7 +96,7 @@ class SpeechDetector:
         probs, power = self._probs, self._power  # (without the lock: `update` may be replacing them, one at a time)
         scored = min(len(probs), len(power))
         speech, power = probs[:scored] >= THRESHOLD, power[:scored]
-        if scored <= LEAD_IN or speech[:LEAD_IN].sum() < LEAD_IN_SPEECH:
+        if scored <= LEAD_IN or probs[:LEAD_IN].max() < LEAD_IN_VOICE or not speech.any():
             return None
         level = _centred_mean(power, LEVEL_SPAN)
         background, loud = float(np.median(power[:LEAD_IN])), float(np.max(level[speech]))
