@@ -65,7 +65,7 @@ RE_IMAGE = re.compile(r"^([a-zA-Z\-\.:\d{}]+/)*?([\-\w{}]+)/([\-\w{}]+)(:[\.\-\w
 KNOWN_KEYS = {  # the config.yaml keys an add-on like ours may use
     *("name", "version", "slug", "description", "arch", "url", "init", "homeassistant", "discovery"),
     *("watchdog", "map", "backup_exclude", "ports", "ports_description", "options", "schema", "image"),
-    *("startup", "boot", "stage", "timeout"),
+    *("startup", "boot", "stage", "timeout", "homeassistant_api"),
 }
 
 
@@ -299,10 +299,13 @@ def run_script(script: Path, options: dict, tmp_path: Path, env: dict[str, str])
 
 def started(options: dict, tmp_path: Path) -> tuple[list[str], dict[str, str], Settings]:
     """The argv and environment the start script gives wyoming-wis, and the settings the server makes of them."""
-    record = json.loads((run_script(RUN, options, tmp_path, {}) / "started.json").read_text())
+    record = json.loads((run_script(RUN, options, tmp_path, SUPERVISOR) / "started.json").read_text())
     argv, env = record["argv"], record["env"]
     wis_env = {key: value for key, value in env.items() if key.startswith("WIS_")}
     return argv, env, Settings.from_args(argv, environ=wis_env)
+
+
+SUPERVISOR = {"SUPERVISOR_TOKEN": "supervisor-token-8c2e"}  # what the Supervisor gives an add-on (homeassistant_api)
 
 
 def test_default_options_start_the_server_on_the_addon_ports(config: dict, tmp_path: Path) -> None:
@@ -315,6 +318,10 @@ def test_default_options_start_the_server_on_the_addon_ports(config: dict, tmp_p
     assert http.api_key is None and not core.allow_download and not settings.debug
     assert settings.wyoming.zeroconf is None  # the Supervisor announces it, not mDNS
     assert "WIS_API_KEY" not in env
+    # Names from Home Assistant, with no set-up: the Supervisor's websocket proxy and token, not on the command line
+    assert config["homeassistant_api"] is True
+    assert core.hass.hass_api == "http://supervisor/core" and core.hass.hass_token == SUPERVISOR["SUPERVISOR_TOKEN"]
+    assert not any(SUPERVISOR["SUPERVISOR_TOKEN"] in arg for arg in argv)
 
 
 def test_every_option_reaches_the_server(config: dict, tmp_path: Path) -> None:
@@ -324,6 +331,7 @@ def test_every_option_reaches_the_server(config: dict, tmp_path: Path) -> None:
         "beam_size": 1,
         "device": "cpu",
         "noise_suppression": "deepfilternet",
+        "names_from_home_assistant": False,
         "voices": ["en_US-joe-medium", "de_DE-thorsten-medium"],
         "http": False,
         "api_key": "s3cret key",
@@ -338,6 +346,7 @@ def test_every_option_reaches_the_server(config: dict, tmp_path: Path) -> None:
     assert core.tts.voice == ["en_US-joe-medium", "de_DE-thorsten-medium"]
     assert (asr.language, asr.beam_size, core.device) == ("de", 1, "cpu")
     assert asr.noise_suppression == "deepfilternet" and asr.noise_suppression_limit_db == 12
+    assert core.hass.hass_token is None and "WIS_HASS_TOKEN" not in env  # names off: no connection
     assert settings.http.no_http and core.allow_download and settings.debug
     assert asr.hotwords == ["Quorvex"] and core.tts.speech_cache_mb == 500
     assert asr.initial_prompt == "*"  # split on spaces, never globbed

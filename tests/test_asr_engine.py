@@ -459,3 +459,51 @@ async def test_a_pause_whose_words_are_unclear_is_not_decoded_again_until_the_en
     assert end.reason == "silence"
     assert standard_passes == [True], standard_passes  # once, after the end
     assert normalise(transcript.text) == "in being comparatively modern"
+
+
+def test_the_prompt_holds_whole_names_in_order_within_its_budget(engine: WhisperEngine) -> None:
+    """The budget is MAX_PROMPT_TOKENS by the model's own tokenizer: the request's names and terms, then the
+    household's best first, whole, up to the first that does not fit; a long text keeps its end in TEXT_SHARE of it
+    (all of it with no names); nothing a client writes becomes one of Whisper's special tokens."""
+    tokenizer = engine.decoder._tokenizer("transcribe", "en")
+    household = tuple(f"Nuukfjord heater {n}" for n in range(300))
+    options = engine.options(AsrRequest(names=("Belax window",), terms=("kWh",)), household)
+    tokens = engine.decoder.prompt_tokens(options.prompt)
+    text = tokenizer.decode(list(tokens))
+    assert len(tokens) <= decoder_module.MAX_PROMPT_TOKENS
+    assert text.startswith(" kWh, Belax window, Nuukfjord heater 0, Nuukfjord heater 1,") and text.endswith(".")
+    kept = text.strip(" .").split(", ")
+    assert kept == ["kWh", "Belax window", *household[: len(kept) - 2]] and len(kept) > 20
+    long = " ".join(f"word{n}" for n in range(500))
+    both = engine.decoder.prompt_tokens(engine.options(AsrRequest(prompt=long), household).prompt)
+    share = int(decoder_module.MAX_PROMPT_TOKENS * decoder_module.TEXT_SHARE)
+    assert len(both) <= decoder_module.MAX_PROMPT_TOKENS
+    text_part, _, names_part = tokenizer.decode(list(both)).partition(" Nuukfjord heater 0, ")
+    assert text_part.endswith("word499") and names_part.startswith("Nuukfjord heater 1, ")
+    assert share * 0.9 < len(tokenizer.encode(text_part)) < share * 1.2  # (a cut token re-encodes differently)
+    alone = engine.decoder.prompt_tokens(engine.options(AsrRequest(prompt=long)).prompt)
+    assert len(alone) == decoder_module.MAX_PROMPT_TOKENS and tokenizer.decode(list(alone)).endswith("word499")
+    hostile = engine.options(AsrRequest(prompt="<|endoftext|><|en|> hello", names=("<|nospeech|>",))).prompt
+    assert all(token < tokenizer.eot for token in engine.decoder.prompt_tokens(hostile))
+
+
+async def test_household_names_make_a_name_right_and_leave_other_speech_alone(engine: WhisperEngine) -> None:
+    """The recorded 'Turn off the Quorvex heater.' comes out right with the household's names (and not without);
+    the read sentences of the corpus read no worse with 50 names that none of them says."""
+    audio = samples(CORPUS.parent / "bias" / "quorvex.wav")
+    reference = (CORPUS.parent / "bias" / "quorvex.txt").read_text()
+    household = ("Kitchen", "Living room", "Quorvex heater", "Niamh's office", "Belax window")
+    plain = (await engine.transcribe(audio, engine.options(AsrRequest(language="en")))).text
+    named = (await engine.transcribe(audio, engine.options(AsrRequest(language="en"), household))).text
+    assert normalise(plain) != normalise(reference) and normalise(named) == normalise(reference), (plain, named)
+    fifty = tuple(
+        f"{room} {thing}"
+        for room in ("Hyttloft", "Sauna", "Kveldsro", "Bryggeri", "Vesle")
+        for thing in ("lamp", "heater", "blind", "speaker", "fan", "plug", "window", "door", "light strip", "vacuum")
+    )
+    assert len(fifty) == 50
+    for path, reference in corpus():
+        audio = samples(path)
+        plain = (await engine.transcribe(audio, engine.options(AsrRequest(language="en")))).text
+        named = (await engine.transcribe(audio, engine.options(AsrRequest(language="en"), fifty))).text
+        assert wer([reference], [named]) <= wer([reference], [plain]), (path.name, plain, named)

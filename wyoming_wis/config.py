@@ -23,6 +23,7 @@ from urllib.parse import urlparse
 from . import __version__, flags
 from .catalog import TURN_AUTO, TURN_FILE, TURN_OFF
 from .flags import ENV_PREFIX, group, setting
+from .hass_api import HASS_API, websocket_url
 from .requests import SENSITIVITIES, TASKS
 from .values import MAX_NOISE, MAX_SENTENCE_SILENCE, MAX_SPEED, MIN_SPEED, parse_bool
 
@@ -375,6 +376,46 @@ class WakeSettings:
     )
 
 
+def _hass_api(text: str) -> str:
+    try:
+        websocket_url(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return text
+
+
+@dataclass(frozen=True)
+class HassSettings:
+    """Where the household's names come from (hass_api.py): off until a token is given."""
+
+    heading: ClassVar[str] = "Names from Home Assistant"
+
+    hass_api: str = setting(
+        "Home Assistant's API (http://HOST:8123/api; its websocket is that with /websocket), or its websocket URL "
+        "(ws://...). The names of its areas, floors and the entities exposed to Assist, with their aliases, go into "
+        "every transcription's prompt and stay current as they change there. Used only with a token.",
+        default=HASS_API,
+        type=_hass_api,
+        metavar="URL",
+    )
+    hass_token: str | None = setting(
+        "Home Assistant access token (Profile > Security > Long-lived access tokens, of an administrator: only "
+        "they may list what is exposed to Assist). Turns names from Home Assistant on; better set in the "
+        "environment or --hass-token-file, which ps does not show. Off by default: no connection is made.",
+        metavar="TOKEN",
+        secret=True,
+    )
+    hass_token_file: Path | None = setting(
+        "File holding the Home Assistant access token (instead of --hass-token).",
+        type=Path,
+        metavar="FILE",
+    )
+
+    def __post_init__(self) -> None:
+        if self.hass_token and self.hass_token_file:
+            raise ValueError("give --hass-token or --hass-token-file, not both")
+
+
 @dataclass(frozen=True)
 class CoreSettings:
     """What the core reads: its models' groups, where models are found and run, and what one request may ask.
@@ -389,6 +430,7 @@ class CoreSettings:
     asr: AsrSettings = group(AsrSettings)
     tts: TtsSettings = group(TtsSettings)
     wake: WakeSettings = group(WakeSettings)
+    hass: HassSettings = group(HassSettings)
     data_dir: list[Path] = setting(
         "Folder for models, voices and state (models/NAME/, voices/NAME.onnx). "
         "Repeat to search several; the first is written to.",

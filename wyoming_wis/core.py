@@ -32,6 +32,8 @@ from .budget import MemoryBudget
 from .catalog import Catalog, Found
 from .config import DEEPFILTERNET, CoreSettings
 from .errors import BadRequest, StartupError, UnknownModel, UnknownVoice, UnknownWakeWord
+from .hass_api import HassNames, read_token
+from .household import Household
 from .requests import MAX_BEAM_SIZE, SENSITIVITIES, TASKS, AsrRequest, Frontend, SpeechRequest, WakeRequest
 from .runtime import Runtime
 from .served import Entry, Served
@@ -92,8 +94,11 @@ class Core:
         turn: TurnEngine | None = None,
         wake: WakeEngine | None = None,
         suppressor: Suppressor | None = None,
+        hass_token: str | None = None,
     ) -> None:
         self.settings = settings
+        self._hass_token = hass_token  # None: names from Home Assistant are off, and no connection is made
+        self.household = Household()  # its names, as last read; every transcription's prompt holds what fits
         self.suppressor = suppressor  # --noise-suppression: cleans every ASR session's audio
         self.wake = wake  # None: --wake-model none
         self.runtime = runtime
@@ -121,6 +126,10 @@ class Core:
         """Find, load and warm up every configured model; blocking, and may take seconds."""
         started = time.monotonic()
         xtts_class = _xtts_class() if settings.tts.xtts_model else None  # before anything slow: fail fast
+        try:
+            hass_token = read_token(settings.hass.hass_token, settings.hass.hass_token_file)
+        except ValueError as err:
+            raise StartupError(str(err)) from err
         suppressor = None
         if settings.asr.noise_suppression == DEEPFILTERNET:  # (also fails fast: the package may be missing)
             suppressor = Suppressor(settings.asr.noise_suppression_limit_db)
@@ -171,7 +180,7 @@ class Core:
             models = WakeModels(settings.data_dir, settings.wake.wake_model)
             wake = WakeEngine(models, settings.wake, workers=settings.threads)
         turn_engine = None if turn is None else TurnEngine(turn)
-        core = cls(settings, runtime, asr, voices, registry, xtts, turn_engine, wake, suppressor)
+        core = cls(settings, runtime, asr, voices, registry, xtts, turn_engine, wake, suppressor, hass_token)
         for engine in core.engines:
             engine.warm_up()
         _LOGGER.info(
@@ -209,7 +218,7 @@ class Core:
         if request.end_of_turn is not None and request.end_of_turn not in SENSITIVITIES:
             allowed = ", ".join(SENSITIVITIES)
             raise BadRequest(f"vad_sensitivity must be one of {allowed}; got {quote(request.end_of_turn)}")
-        return Decoding(engine.name, engine.options(request))
+        return Decoding(engine.name, engine.options(request, self.household.names))
 
     def open_asr(self, request: AsrRequest, *, frontend: Frontend, on_text: OnText | None = None) -> AsrSession:
         """A session for one request; use it as an async context manager, or `close` it once the request ends.
@@ -232,6 +241,21 @@ class Core:
             turn_model=None if self.turn is None else self.turn.complete,
             cleaner=None if self.suppressor is None else self.suppressor.stream(self.budget.hold()),
         )
+
+    @property
+    def names_from_hass(self) -> bool:
+        """Whether a token was given: then `keep_household` runs, else no connection is made."""
+        return self._hass_token is not None
+
+    async def keep_household(self) -> None:
+        """Run until cancelled: keep `household` as Home Assistant names things (needs `names_from_hass`)."""
+        assert self._hass_token is not None
+        names = HassNames(self.settings.hass.hass_api, self._hass_token, self._set_household)
+        _LOGGER.info("Names from Home Assistant: reading them from %s", names.url)
+        await names.run()
+
+    def _set_household(self, household: Household) -> None:
+        self.household = household
 
     async def unload_idle_models(self) -> None:
         """Run until cancelled: free Whisper models idle for `--unload-after` seconds."""

@@ -60,6 +60,8 @@ async def serve(settings: Settings) -> None:
     name = None if wyoming.zeroconf is None else wyoming.zeroconf or stable_name(settings.core.data_dir[0])
     servers = [server_for(uri, wyoming) for uri in wyoming.uri]
     waiters: list[asyncio.Task[Any]] = [asyncio.create_task(stopping.wait())]
+    if core.names_from_hass:
+        waiters.append(asyncio.create_task(core.keep_household()))
     if settings.core.asr.unload_after:
         waiters.append(asyncio.create_task(core.unload_idle_models()))
     if (trim := memory.trimmer()) is not None:

@@ -79,14 +79,17 @@ def offline_env(home: Path) -> dict[str, str]:
 
 
 def free_port() -> int:
-    """A free port on 127.0.0.1. The harness blocks sockets outside a test's `socket_enabled`: allow this one."""
+    """A free port on 127.0.0.1. The harness blocks sockets outside a test's `socket_enabled`: allow this one, and
+    leave sockets as they were (inside a test they stay allowed: HA there serves and connects on)."""
+    blocked = socket.socket is not pytest_socket._true_socket  # noqa: SLF001  (pytest-socket has no public query)
     pytest_socket.enable_socket()
     try:
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
             return sock.getsockname()[1]
     finally:
-        pytest_socket.disable_socket(allow_unix_socket=True)
+        if blocked:
+            pytest_socket.disable_socket(allow_unix_socket=True)
 
 
 def start_wis(workdir: Path, *options: str) -> WisServer:

@@ -49,8 +49,10 @@ MIN_SILENCE = 5  # seconds of window after the speech, at the least
 FULL_WINDOW = 30  # seconds: Whisper's own window
 FITTED_MIN_BEAM = 5  # the smallest beam a transcript is decoded with in a fitted window (6 % more than greedy there)
 MAX_PROMPT_TOKENS = 200  # of bias text; Whisper allows 223 before the transcript
+TEXT_SHARE = 0.5  # of MAX_PROMPT_TOKENS, the most a prompt's text keeps ahead of its words (more if they leave room)
 FULL_WINDOW_TOKENS = 448 // 2 - 3  # the most the standard pass may add after its longest prompt (448 in all)
 PROMPT_CHARS = 16 * MAX_PROMPT_TOKENS  # the end of a prompt that holds its last tokens, with room
+WORD_COUNTS = 4096  # names and terms whose token counts are kept (a household's, and what clients repeat)
 _TOKENS_PER_SECOND = 10  # more than any speech needs; a text longer than that is a loop
 _MAX_COMPRESSION = 2.0  # gzip ratio above which a text is repetitive (Whisper uses 2.4 on 30 s)
 _MIN_LOGPROB = -1.0  # mean token log-probability below which a text is a guess
@@ -70,12 +72,32 @@ _REPEATS = (  # a phrase of 3+ words said twice; a word or two said 4 times in a
 
 
 @dataclass(frozen=True)
+class Prompt:
+    """Bias text, as if said just before the audio: text (the server's --initial-prompt, a request's own prompt),
+    then names and words the speaker is likely to say, the likeliest first.
+
+    Whisper reads MAX_PROMPT_TOKENS of it at most, and `Decoder.prompt_tokens` decides which: the text keeps its
+    end, up to TEXT_SHARE of them where there are words; the words fill the rest whole and in order, up to the
+    first that does not fit; and the text gets whatever room the words leave.
+    """
+
+    text: str = ""
+    words: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.text.strip() or self.words)
+
+    def __contains__(self, part: str) -> bool:
+        return part in self.text or any(part in word for word in self.words)
+
+
+@dataclass(frozen=True)
 class Options:
     """How to decode one request."""
 
     language: str | None  # None: detect per piece
     task: str = "transcribe"  # or "translate" (to English)
-    prompt: str = ""  # bias text: names and words the speaker is likely to say
+    prompt: Prompt = Prompt()  # bias text: names and words the speaker is likely to say
     draft: bool = False  # a preview while audio still arrives: greedy, and no second pass
     judging: bool = False  # at a pause, to judge the end of the turn: no second pass (the transcript's, if trusted)
     words: bool = False  # time each word (aligned to the text decoded; it does not change the text)
@@ -179,16 +201,44 @@ class Decoder:
         self.beam_size = beam_size
         self.multilingual: bool = whisper.model.is_multilingual
         self._tokenizers: dict[tuple[str, str], Tokenizer] = {}
+        self._word_counts: dict[str, int] = {}  # tokens of " word," by word
 
-    def prompt_tokens(self, prompt: str) -> tuple[int, ...]:
-        """Bias text as tokens, at most MAX_PROMPT_TOKENS (the end is kept: it counts most).
+    def prompt_tokens(self, prompt: Prompt) -> tuple[int, ...]:
+        """The prompt as Whisper reads it: at most MAX_PROMPT_TOKENS tokens, fitted as `Prompt` says.
 
-        Only the end of the text is tokenised: MAX_PROMPT_TOKENS tokens never span more than PROMPT_CHARS.
+        Only the end of the text is tokenised (MAX_PROMPT_TOKENS tokens never span more than PROMPT_CHARS), and
+        no special token is kept: a client's "<|endoftext|>" is text, not Whisper's marker.
         """
-        if not prompt.strip():
-            return ()
-        text = " " + prompt.strip()[-PROMPT_CHARS:]
-        return tuple(self._tokenizer("transcribe", "en").encode(text)[-MAX_PROMPT_TOKENS:])
+        text = prompt.text.strip()
+        text_tokens = self._encode(" " + text[-PROMPT_CHARS:]) if text else []
+        room = MAX_PROMPT_TOKENS - min(len(text_tokens), int(MAX_PROMPT_TOKENS * TEXT_SHARE))
+        chosen: list[str] = []
+        used = 0
+        for word in prompt.words:
+            used += self._word_tokens(word)
+            if used > room:
+                break
+            chosen.append(word)
+        word_tokens = self._encode(" " + ", ".join(chosen) + ".") if chosen else []
+        while len(word_tokens) > room:  # (a word's count alone may differ by a token where punctuation joins)
+            chosen.pop()
+            word_tokens = self._encode(" " + ", ".join(chosen) + ".") if chosen else []
+        if len(chosen) < len(prompt.words):
+            _LOGGER.debug("The prompt holds %d of its %d names and words", len(chosen), len(prompt.words))
+        kept = MAX_PROMPT_TOKENS - len(word_tokens)
+        return tuple((text_tokens[-kept:] if kept else []) + word_tokens)
+
+    def _word_tokens(self, word: str) -> int:
+        count = self._word_counts.get(word)
+        if count is None:
+            if len(self._word_counts) >= WORD_COUNTS:
+                self._word_counts.clear()
+            count = self._word_counts[word] = len(self._encode(f" {word},"))
+        return count
+
+    def _encode(self, text: str) -> list[int]:
+        tokenizer = self._tokenizer("transcribe", "en")
+        return [token for token in tokenizer.encode(text) if token < tokenizer.eot]
 
     def decode(self, jobs: list[Job]) -> list[Decoded]:
         """Decode jobs that share one batch key."""
@@ -293,7 +343,7 @@ class Decoder:
             language=job.options.language or language,
             task=job.options.task,
             beam_size=self._beam_size(job.options),
-            initial_prompt=job.options.prompt or None,
+            initial_prompt=list(job.prompt_tokens) or None,
             condition_on_previous_text=False,
             max_new_tokens=limit,
             word_timestamps=job.align,

@@ -11,7 +11,9 @@ Sessions (`session.py`) call the same steps on audio that is still arriving.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+import re
 import threading
 import time
 from collections import OrderedDict
@@ -35,7 +37,7 @@ from ..values import quote
 from . import assemble
 from .assemble import Transcript
 from .batcher import Batcher, Slot
-from .decoder import Decoded, Decoder, Job, Options
+from .decoder import Decoded, Decoder, Job, Options, Prompt
 from .vad import Piece, SpeechDetector
 
 _LOGGER = logging.getLogger(__name__)
@@ -52,28 +54,38 @@ PIECE_COST = 1.0  # to decode a piece (its window, the prompt, the first tokens)
 SCORE_COST = 1.0  # to score new audio for speech (a thread hop, the VAD's state)
 MIXED = 0.95  # a piece's language detected less surely than this: it may hold two, and is decoded by stretch
 DEFAULTS = AsrRequest()  # a request that asks for nothing of its own
+_NOT_A_WORD = re.compile(r"[^\w']+")  # what `says` ignores around and between the words of a name
 PROMPT_CACHE = 64  # tokenised prompts kept: the server's own, and the few that each client repeats
 
 
 @dataclass(frozen=True)
 class Bias:
-    """What the server always steers Whisper toward; requests add their own names and terms."""
+    """What the server always steers Whisper toward; requests add their own text, names and terms."""
 
     initial_prompt: str | None = None
     hotwords: tuple[str, ...] = ()
 
-    def prompt(self, names: Sequence[str] = (), terms: Sequence[str] = (), text: str | None = None) -> str:
-        """Prompt text: the initial prompt, the request's own text, then terms, then names.
+    def prompt(
+        self,
+        names: Sequence[str] = (),
+        terms: Sequence[str] = (),
+        text: str | None = None,
+        household: Sequence[str] = (),
+    ) -> Prompt:
+        """The prompt: the initial prompt and the request's own text; then the request's terms, --hotwords, the
+        request's names and the household's (Home Assistant's, best first), each once whatever its case.
 
-        Names go last because the prompt is cut from the front when too long,
-        and names (Home Assistant's devices and areas) matter most.
+        Of the words, what a request or the flags name comes first: those are the surest (`Prompt` says how the
+        budget is shared).
         """
         _check_bias(names, terms, text)
-        words = list(dict.fromkeys(word.strip() for word in [*terms, *self.hotwords, *names] if word.strip()))
+        words: dict[str, str] = {}
+        for word in (*terms, *self.hotwords, *names, *household):
+            word = " ".join(word.split())
+            if word:
+                words.setdefault(word.casefold(), word)
         parts = [part.strip() for part in (self.initial_prompt, text) if part and part.strip()]
-        if words:
-            parts.append(", ".join(words) + ".")
-        return " ".join(parts)
+        return Prompt(" ".join(parts), tuple(words.values()))
 
 
 class WhisperEngine:
@@ -121,7 +133,7 @@ class WhisperEngine:
         # queue, so that many long streams wait for it (or are refused) without delaying anything else.
         self.vad = Scheduler(f"vad-{found.name}", runtime.cpu_threads, queue_size, engine="vad", model=found.name)
         self.batcher = Batcher(self._decode, max_batch)
-        self._prompts: OrderedDict[str, tuple[int, ...]] = OrderedDict()  # least recently used first
+        self._prompts: OrderedDict[Prompt, tuple[int, ...]] = OrderedDict()  # least recently used first
         # Loaded or not: decoding holds `_active`; unloading needs it at zero.
         self._load_lock = threading.Lock()
         self._active = 0
@@ -145,15 +157,16 @@ class WhisperEngine:
             )
         return code
 
-    def options(self, request: AsrRequest = DEFAULTS) -> Options:
-        """How to decode a request, with the server's bias, the request's own names and terms, and its prompt.
+    def options(self, request: AsrRequest = DEFAULTS, household: Sequence[str] = ()) -> Options:
+        """How to decode a request, with the server's bias, the request's own names, terms and prompt, and the
+        `household`'s names (from Home Assistant, best first).
 
         `detect_language` detects the language even where --language names one, unless `language` is given.
         """
         task = request.task or self.task
         if task == "translate" and not self.multilingual:
             task = "transcribe"  # an English-only model has nothing to translate
-        prompt = self.bias.prompt(request.names, request.terms, request.prompt)
+        prompt = self.bias.prompt(request.names, request.terms, request.prompt, household)
         detect = request.detect_language and self.multilingual and not request.language
         code = None if detect else self.language(request.language)
         beam_size = request.beam_size or self.decoder.beam_size
@@ -215,9 +228,27 @@ class WhisperEngine:
     async def _decode_pieces(
         self, audio: np.ndarray, pieces: list[Piece], options: Options, aligned: Sequence[bool] = ()
     ) -> list[Decoded]:
-        """Decode pieces of `audio` in the model's batches; `aligned` says which need their words timed."""
-        prompt = await self._prompt_tokens(options.prompt)
+        """Decode pieces of `audio` in the model's batches; `aligned` says which need their words timed.
+
+        Names in the prompt change other words too (50 household names turned a read "as" into "has"), so they
+        only ever add themselves: a text (not a draft's) that writes none of the prompt's words is decoded again
+        without them, and speech that holds no name reads as it would with none.
+        """
         aligned = aligned or [False] * len(pieces)
+        decoded = await self._decode_batched(audio, pieces, options, aligned)
+        words = options.prompt.words
+        again = [i for i, d in enumerate(decoded) if words and not options.draft and d.text and not says(d.text, words)]
+        if again:
+            plain = replace(options, prompt=Prompt(options.prompt.text))
+            redone = await self._decode_batched(audio, [pieces[i] for i in again], plain, [aligned[i] for i in again])
+            for index, text in zip(again, redone, strict=True):
+                decoded[index] = text
+        return decoded
+
+    async def _decode_batched(
+        self, audio: np.ndarray, pieces: list[Piece], options: Options, aligned: Sequence[bool]
+    ) -> list[Decoded]:
+        prompt = await self._prompt_tokens(options.prompt)
         jobs = [
             Job(audio[start:end], options, prompt, align=options.words or align)
             for (start, end), align in zip(pieces, aligned, strict=True)
@@ -267,7 +298,7 @@ class WhisperEngine:
         filled = {piece: [(gap, kept[gap]) for gap in found if gap in kept] for piece, found in gaps.items()}
         return {piece: assemble.filled(piece, decoded[piece], parts) for piece, parts in filled.items() if parts}
 
-    async def _prompt_tokens(self, prompt: str) -> tuple[int, ...]:
+    async def _prompt_tokens(self, prompt: Prompt) -> tuple[int, ...]:
         """The prompt's tokens, tokenised in a worker thread the first time, kept for the next PROMPT_CACHE."""
         tokens = self._prompts.get(prompt)
         if tokens is None:
@@ -348,6 +379,17 @@ def _languages(model: WhisperModel) -> list[str]:
 def _left(slots: Sequence[Slot]) -> float:
     """What is left to decode of `slots` (another request's batch may have taken some), in seconds of audio."""
     return sum(len(slot.job.audio) / WHISPER_RATE + PIECE_COST for slot in slots if not slot.done.is_set())
+
+
+def says(text: str, words: Sequence[str]) -> bool:
+    """Whether `text` writes any of `words` whole, in any case and whatever the punctuation around it."""
+    spoken = f" {_plain(text)} "
+    return any(f" {_plain(word)} " in spoken for word in words)
+
+
+@functools.lru_cache(maxsize=4096)  # a household's names come again in every request
+def _plain(text: str) -> str:
+    return " ".join(_NOT_A_WORD.sub(" ", text.casefold()).split())
 
 
 def _check_bias(names: Sequence[str], terms: Sequence[str], text: str | None) -> None:

@@ -1,0 +1,240 @@
+"""Home Assistant's names, kept current over one websocket (`--hass-api`, `--hass-token`).
+
+Home Assistant sends no names with a Wyoming `transcribe`, so the server asks it, the way wyoming-faster-whisper
+does (the same flags), but once rather than per utterance: it opens Home Assistant's websocket API, logs in with
+the token, subscribes to the registries' change events, and reads the names (household.py) when it connects and
+again QUIET seconds after the last change: a rename or a new alias is in the prompt seconds later, and no
+utterance ever waits on Home Assistant. A change no event announces (the name or exposure of an entity that is
+not in the entity registry) is read at the latest BACKSTOP seconds later. When Home Assistant restarts, answers
+wrongly or not at all, the server keeps the names it has, warns once, and connects again after a back-off.
+
+Without a token nothing here runs and the server opens no connection at all. The token is never logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import aiohttp
+
+from .household import Household, read_household
+from .values import quote
+
+_LOGGER = logging.getLogger(__name__)
+
+HASS_API = "http://homeassistant.local:8123/api"  # --hass-api's default, as wyoming-faster-whisper's
+# The registries whose changes change a name; an entity's exposure to Assist comes as its registry entry's options.
+EVENTS = ("entity_registry_updated", "area_registry_updated", "floor_registry_updated", "device_registry_updated")
+QUIET = 1.0  # seconds without a change before the names are read again: a rename in the UI is a burst of events
+MAX_QUIET_WAIT = 4.0  # seconds from the first change of a burst, at most, before they are read anyway
+BACKSTOP = 600.0  # seconds: read again this often even without an event (entities outside the registry)
+ANSWER_SECONDS = 30.0  # the most one command's answer may take (get_states of a large home is megabytes)
+BACKOFF = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0)  # seconds before each try to connect again; the last repeats
+MAX_MESSAGE_BYTES = 64 * 2**20  # one message from Home Assistant (get_states: a few kB per entity)
+IN_THREAD_BYTES = 64 * 2**10  # a message longer than this is parsed in a worker thread, off the event loop
+MAX_TOKEN_CHARS = 4096  # a long-lived token is about 180 characters
+
+
+class HassError(Exception):
+    """Home Assistant refused, failed, or said something that is not its websocket API; the names stay."""
+
+
+def websocket_url(api: str) -> str:
+    """The websocket URL of --hass-api: http(s)://host/api -> ws(s)://host/api/websocket; ws(s):// as it is.
+
+    ValueError for anything else (the flag's parser says so before the server starts).
+    """
+    parts = urlsplit(api.strip())
+    if parts.scheme in ("ws", "wss") and parts.netloc:
+        return urlunsplit(parts)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError(f"expected an http(s):// or ws(s):// URL, got {quote(api)}")
+    scheme = "wss" if parts.scheme == "https" else "ws"
+    return urlunsplit((scheme, parts.netloc, parts.path.rstrip("/") + "/websocket", "", ""))
+
+
+def read_token(token: str | None, token_file: Path | None) -> str | None:
+    """The token from --hass-token or --hass-token-file (which keeps it out of the process list); None: neither."""
+    if token_file is not None:
+        try:
+            with token_file.open(encoding="utf-8", errors="strict") as file:
+                token = file.read(MAX_TOKEN_CHARS + 1)
+        except (OSError, UnicodeError) as err:
+            raise ValueError(f"--hass-token-file {token_file}: {err}") from err
+    token = (token or "").strip()
+    if len(token) > MAX_TOKEN_CHARS or any(not char.isprintable() for char in token):
+        raise ValueError("the Home Assistant token is not a token (too long, or not one line)")
+    return token or None
+
+
+class HassNames:
+    """Keeps `on_names` told of the household's names for as long as `run` runs."""
+
+    def __init__(self, api: str, token: str, on_names: Callable[[Household], None]) -> None:
+        self.url = websocket_url(api)
+        self._token = token
+        self._on_names = on_names
+        self._changed = asyncio.Event()  # a registry event came: read the names again
+        self._answers: dict[int, asyncio.Future[Any]] = {}
+        self._next_id = 0
+        self._failures = 0  # in a row: the first is a warning, the rest debug, until names are read again
+
+    def __repr__(self) -> str:  # never the token
+        return f"HassNames({self.url})"
+
+    async def run(self) -> None:
+        """Connect, keep the names current, connect again after a failure; until cancelled."""
+        while True:
+            try:
+                async with aiohttp.ClientSession() as http:
+                    async with asyncio.timeout(ANSWER_SECONDS):
+                        ws = await http.ws_connect(self.url, max_msg_size=MAX_MESSAGE_BYTES, heartbeat=30.0)
+                    async with ws:
+                        await self._serve(ws)
+                raise HassError("closed the connection")
+            except Exception as err:  # whatever Home Assistant did or sent, it costs a warning, never the server
+                self._failed(err)
+            delay = BACKOFF[min(self._failures, len(BACKOFF)) - 1]
+            await asyncio.sleep(delay)
+
+    async def _serve(self, ws: aiohttp.ClientWebSocketResponse) -> None:
+        """One connection: the reader hands on what comes while the keeper logs in, subscribes and reads names;
+        whichever ends first (the connection closed, an error) ends both."""
+        self._login = asyncio.get_running_loop().create_future()
+        tasks = {asyncio.create_task(self._read(ws)), asyncio.create_task(self._keep(ws))}
+        try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            self._answers.clear()
+        for task in done:
+            task.result()  # why it ended
+
+    async def _keep(self, ws: aiohttp.ClientWebSocketResponse) -> None:
+        await self._log_in(ws)
+        for event in EVENTS:
+            await self._command(ws, {"type": "subscribe_events", "event_type": event})
+        while True:
+            self._changed.clear()
+            await self._refresh(ws)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wait_quiet(), BACKSTOP)
+
+    async def _log_in(self, ws: aiohttp.ClientWebSocketResponse) -> None:
+        first = await self._answer(self._login)
+        if first.get("type") != "auth_required":
+            raise HassError(f"sent {quote(first.get('type'))} where the websocket API says auth_required")
+        self._login = asyncio.get_running_loop().create_future()
+        await ws.send_json({"type": "auth", "access_token": self._token})
+        answer = await self._answer(self._login)
+        if answer.get("type") != "auth_ok":
+            raise HassError(f"refused the token ({quote(answer.get('message') or answer.get('type'))})")
+
+    async def _refresh(self, ws: aiohttp.ClientWebSocketResponse) -> None:
+        """Read every name, build the household off the loop, and hand it on."""
+        started = time.monotonic()
+        listed = await self._command(ws, {"type": "homeassistant/expose_entity/list"})
+        exposed = listed.get("exposed_entities") if isinstance(listed, dict) else None
+        if not isinstance(exposed, dict):
+            raise HassError("listed no exposed_entities")
+        states = await self._command(ws, {"type": "get_states"})
+        ids = sorted(key for key, value in exposed.items() if isinstance(value, dict) and value.get("conversation"))
+        entries = (
+            await self._command(ws, {"type": "config/entity_registry/get_entries", "entity_ids": ids}) if ids else {}
+        )
+        devices = await self._command(ws, {"type": "config/device_registry/list"})
+        areas = await self._command(ws, {"type": "config/area_registry/list"})
+        floors = await self._command(ws, {"type": "config/floor_registry/list"}, missing_ok=True)
+        household = await asyncio.to_thread(read_household, exposed, states, entries, devices, areas, floors)
+        self._on_names(household)
+        self._failures = 0
+        _LOGGER.info(
+            "Names from Home Assistant: %d names (%d areas and floors, %d entities and aliases) from %s in %.2f s",
+            len(household.names),
+            household.places,
+            household.entities,
+            self.url,
+            time.monotonic() - started,
+        )
+
+    async def _wait_quiet(self) -> None:
+        """Until a change has come and then QUIET seconds without another (or MAX_QUIET_WAIT since the first)."""
+        await self._changed.wait()
+        first = time.monotonic()
+        while True:
+            self._changed.clear()
+            left = first + MAX_QUIET_WAIT - time.monotonic()
+            try:
+                await asyncio.wait_for(self._changed.wait(), min(QUIET, max(left, 0.0)))
+            except TimeoutError:
+                return
+
+    async def _command(
+        self, ws: aiohttp.ClientWebSocketResponse, message: dict[str, Any], missing_ok: bool = False
+    ) -> Any:
+        """Send one command and wait for its result; HassError if it fails (`missing_ok`: an unknown command, which
+        an older Home Assistant answers to floor_registry, is an empty list)."""
+        self._next_id += 1
+        answer = self._answers[self._next_id] = asyncio.get_running_loop().create_future()
+        await ws.send_json({"id": self._next_id, **message})
+        reply = await self._answer(answer)
+        if reply.get("success") is True:
+            return reply.get("result")
+        error = reply.get("error") if isinstance(reply.get("error"), dict) else {}
+        if missing_ok and error.get("code") == "unknown_command":
+            return []
+        raise HassError(f"answered {message['type']} with {quote(error.get('code'))}: {quote(error.get('message'))}")
+
+    async def _answer(self, answer: asyncio.Future[Any]) -> dict[str, Any]:
+        try:
+            return await asyncio.wait_for(answer, ANSWER_SECONDS)
+        except TimeoutError:
+            raise HassError(f"did not answer in {ANSWER_SECONDS:g} s") from None
+
+    async def _read(self, ws: aiohttp.ClientWebSocketResponse) -> None:
+        """Every message: results to the command waiting for them, events to `_changed`; ends with the connection."""
+        async for message in ws:
+            if message.type is not aiohttp.WSMsgType.TEXT:
+                raise HassError(f"sent a {message.type.name} message")
+            text = message.data
+            parsed = await asyncio.to_thread(json.loads, text) if len(text) > IN_THREAD_BYTES else json.loads(text)
+            for item in parsed if isinstance(parsed, list) else [parsed]:  # (a list where it coalesces messages)
+                self._take(item)
+        raise HassError("closed the connection")
+
+    def _take(self, message: object) -> None:
+        if not isinstance(message, dict):
+            raise HassError("sent a message that is not a JSON object")
+        kind = message.get("type")
+        if kind in ("auth_required", "auth_ok", "auth_invalid"):
+            if not self._login.done():
+                self._login.set_result(message)
+        elif kind == "event":
+            self._changed.set()
+        elif kind == "result" and isinstance(key := message.get("id"), int):
+            answer = self._answers.pop(key, None)
+            if answer is not None and not answer.done():
+                answer.set_result(message)
+
+    def _failed(self, err: BaseException) -> None:
+        self._failures += 1
+        level = logging.WARNING if self._failures == 1 else logging.DEBUG
+        delay = BACKOFF[min(self._failures, len(BACKOFF)) - 1]
+        _LOGGER.log(
+            level,
+            "Home Assistant at %s: %s; the names stay as they were, trying again in %g s%s",
+            self.url,
+            str(err) or type(err).__name__,
+            delay,
+            " (and on, quietly, until it answers)" if level == logging.WARNING else "",
+        )
