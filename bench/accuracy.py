@@ -23,6 +23,10 @@ Groups (built here, no downloads; generated audio is cached under bench/.cache/a
   cross      English, 1 s silence, German, 1 s silence, English
   noise      six English utterances with white noise and with a music stand-in at 10 and 5 dB SNR
 
+`--household N` gives ours N household names that no utterance says, as Home Assistant's would come (issue 39:
+the prompt must never make speech that holds no name read differently): each utterance is then decoded by ours
+both with and without them, and the report lists where the two texts differ, and what the names cost in time.
+
 Texts are normalised as bench/asr.py does (lowercase, no punctuation, numbers to words) before WER and CER.
 Prints a Markdown report, writes bench/results/accuracy-<timestamp>.json, and exits 1 where ours is worse on
 any utterance (ours WER > faster-whisper's) or a word-times check fails, so it serves as a check.
@@ -311,6 +315,8 @@ class Scored:
     theirs_cer: float
     ours_s: float  # wall time of the call
     theirs_s: float
+    unnamed: str | None = None  # with --household: ours without the names (`ours` is with them)
+    unnamed_s: float = 0.0
 
     @property
     def worse(self) -> bool:
@@ -348,13 +354,22 @@ class Setting:
         return utterance.language if self.language == "forced" else None
 
 
+# Names of a household that no utterance here says: rooms and things in five made-up languages' words.
+HOUSEHOLD = tuple(
+    f"{room} {thing}"
+    for room in ("Hyttloft", "Kveldsro", "Bryggeri", "Vesle", "Nuukfjord", "Belax", "Sjøbu", "Tårnrom", "Quorvex")
+    for thing in ("lamp", "heater", "blind", "speaker", "fan", "plug", "window", "vacuum")
+)
+
+
 async def ours(
-    engine: WhisperEngine, utterance: Utterance, setting: Setting, words: bool = False
+    engine: WhisperEngine, utterance: Utterance, setting: Setting, words: bool = False, household: int = 0
 ) -> tuple[Transcript, float]:
-    """Our final transcript, and the seconds it took."""
+    """Our final transcript (with the first `household` names of HOUSEHOLD), and the seconds it took."""
     began = time.monotonic()
     options = engine.options(
-        AsrRequest(language=setting.code(utterance), task=setting.task, words=words, beam_size=setting.beam)
+        AsrRequest(language=setting.code(utterance), task=setting.task, words=words, beam_size=setting.beam),
+        HOUSEHOLD[:household],
     )
     transcript = await engine.transcribe(utterance.samples(), options)
     return transcript, time.monotonic() - began
@@ -370,8 +385,9 @@ def theirs(engine: WhisperEngine, utterance: Utterance, setting: Setting) -> tup
     return text, time.monotonic() - began
 
 
-async def score(engine: WhisperEngine, utterance: Utterance, setting: Setting) -> Scored:
-    transcript, ours_s = await ours(engine, utterance, setting)
+async def score(engine: WhisperEngine, utterance: Utterance, setting: Setting, household: int = 0) -> Scored:
+    transcript, ours_s = await ours(engine, utterance, setting, household=household)
+    unnamed, unnamed_s = (await ours(engine, utterance, setting)) if household else (None, 0.0)
     text, theirs_s = theirs(engine, utterance, setting)
     reference = utterance.english if setting.task == "translate" else utterance.text
     scored = Scored(
@@ -388,8 +404,12 @@ async def score(engine: WhisperEngine, utterance: Utterance, setting: Setting) -
         cer([reference], [text]),
         ours_s,
         theirs_s,
+        None if unnamed is None else unnamed.text,
+        unnamed_s,
     )
     mark = "  <-- ours worse" if scored.worse else ""
+    if unnamed is not None and unnamed.text != transcript.text:
+        mark += "  <-- the names changed it"
     log(f"{setting.name:24s} {utterance.name:34s} WER ours {scored.ours_wer:.3f} fw {scored.theirs_wer:.3f}{mark}")
     return scored
 
@@ -456,7 +476,7 @@ async def run(args: argparse.Namespace, _: ExitStack) -> dict:
             for beam in args.beams:
                 for language in args.languages:
                     setting = Setting(beam, language)
-                    scored += [await score(engine, utterance, setting) for utterance in corpus]
+                    scored += [await score(engine, utterance, setting, args.household) for utterance in corpus]
         if "translate" in args.tasks:
             for language in args.languages:
                 setting = Setting(TRANSLATE_BEAM, language, "translate")
@@ -475,6 +495,7 @@ async def run(args: argparse.Namespace, _: ExitStack) -> dict:
         ],
         "summary": summarise(scored),
         "worse": [asdict(s) for s in scored if s.worse],
+        "named_differently": [asdict(s) for s in scored if s.unnamed is not None and s.unnamed != s.ours],
         "word_failures": [asdict(w) for w in words if w.problems],
         "words_checked": len(words),
         "results": [asdict(s) for s in scored],
@@ -526,6 +547,18 @@ def print_report(document: dict, out: Path) -> None:
         print(f"  - reference: {markdown_cell(item['reference'])}")
         print(f"  - ours (WER {item['ours_wer']:.3f}): {markdown_cell(item['ours'])}")
         print(f"  - faster-whisper (WER {item['theirs_wer']:.3f}): {markdown_cell(item['theirs'])}")
+    if settings.get("household"):
+        named = [s for s in document["results"] if s["unnamed"] is not None]
+        changed = document["named_differently"]
+        with_s, without_s = sum(s["ours_s"] for s in named), sum(s["unnamed_s"] for s in named)
+        print(f"\n## With {settings['household']} household names that no utterance says\n")
+        print(
+            f"{len(named) - len(changed)} of {len(named)} transcripts read exactly as without the names; time "
+            f"{with_s:.1f} s with them, {without_s:.1f} s without ({with_s / max(without_s, 1e-9):.2f}x)."
+        )
+        for item in changed:
+            print(f"\n- **{item['setting']}, {item['name']}**: with names {markdown_cell(item['ours'])}")
+            print(f"  - without: {markdown_cell(item['unnamed'])}")
     print(f"\nRuntime: {document['runtime_s'] / 60:.1f} min. JSON: {out}")
 
 
@@ -562,7 +595,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_model_args(parser, "accuracy")
     parser.add_argument("--tasks", default=",".join(TASKS), help=f"Some of {', '.join(TASKS)}. Default: all")
+    parser.add_argument(
+        "--household", type=int, default=0, help=f"Give ours this many household names (at most {len(HOUSEHOLD)})"
+    )
     args = parser.parse_args(argv)
+    if not 0 <= args.household <= len(HOUSEHOLD):
+        parser.error(f"--household: 0 to {len(HOUSEHOLD)}")
     check_model_args(parser, args, "accuracy", most_beam=10)
     args.tasks = comma_choices(parser, args.tasks, TASKS, "--tasks")
     return args
@@ -570,14 +608,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main() -> None:
     args = parse_args()
-    settings = {key: getattr(args, key) for key in ("beams", "languages", "tasks", "groups", "device", "threads")}
+    keys = ("beams", "languages", "tasks", "groups", "device", "threads", "household")
+    settings = {key: getattr(args, key) for key in keys}
     settings.update(compute_type=args.compute_type, data_dir=str(args.data_dir))
     failed = False
 
     def report(document: dict, out: Path) -> None:
         nonlocal failed
         print_report(document, out)
-        failed = bool(document["worse"] or document["word_failures"])
+        failed = bool(document["worse"] or document["word_failures"] or document["named_differently"])
 
     run_and_record(lambda stack: run(args, stack), settings, args.out, report)
     sys.exit(1 if failed else 0)

@@ -180,7 +180,7 @@ def test_the_core_gets_no_frontends_settings() -> None:
 def test_help_lists_the_flags_by_group() -> None:
     text = build_parser().format_help()
     sections = list(dict.fromkeys(option.section for option in OPTIONS))
-    assert len(sections) == 8
+    assert len(sections) == 9
     where = [text.index(f"\n{section}:\n") for section in sections]
     assert where == sorted(where)
     beam, debug = text.index("\n  --beam-size N"), text.index("\n  --debug")

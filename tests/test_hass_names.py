@@ -13,6 +13,7 @@ import pytest
 from fake_hass import TOKEN, FakeHass, serve, until
 
 from wyoming_wis import hass_api
+from wyoming_wis.asr.engine import names_heard
 from wyoming_wis.hass_api import HassNames, read_token, websocket_url
 from wyoming_wis.household import MAX_NAME_CHARS, MAX_NAMES, Household, read_household
 
@@ -224,3 +225,17 @@ async def test_a_home_assistant_that_answers_wrongly_or_not_at_all_costs_only_a_
     assert names.seen == [] and not task.done()
     await stop(task)
     assert TOKEN not in caplog.text and "\x1b" not in caplog.text
+
+
+def test_a_prompted_text_is_kept_where_it_writes_a_name_and_more_than_the_names_said_back() -> None:
+    """What decides whether a text decoded with names in the prompt is kept (asr/engine.py: else it is decoded again
+    without them): a name whole, in any case and punctuation; not an empty text, nor the prompt repeated (50 names
+    made German "Wo ist der Bahnhof?" into "Nuukfjord lamp, Nuukfjord lamp,")."""
+    names = ("Niamh's office", "Wi-Fi plug", "Lamp", "Nuukfjord lamp", "Hyttloft")
+    assert names_heard("Turn on the fan in niamh’s Office.", names)
+    assert names_heard("Switch off the wi fi plug!", names) and names_heard("LAMP", names)
+    assert names_heard("Hyttloft.", names)  # the answer to "in which area?"
+    assert names_heard("Turn on the Nuukfjord lamp and the Wi-Fi plug.", names)
+    assert not names_heard("Turn on the lamps.", names) and not names_heard("Niamh's offices", names)
+    assert not names_heard("", names) and not names_heard("Nuukfjord lamp, Nuukfjord lamp,", names)
+    assert not names_heard("Hyttloft, Lamp, Wi-Fi plug.", names)

@@ -230,14 +230,15 @@ class WhisperEngine:
     ) -> list[Decoded]:
         """Decode pieces of `audio` in the model's batches; `aligned` says which need their words timed.
 
-        Names in the prompt change other words too (50 household names turned a read "as" into "has"), so they
-        only ever add themselves: a text (not a draft's) that writes none of the prompt's words is decoded again
-        without them, and speech that holds no name reads as it would with none.
+        Names in the prompt change other words too (50 household names turned a read "as" into "has", and German
+        speech into "Nuukfjord lamp, Nuukfjord lamp"), so they only ever add themselves: a text (not a draft's)
+        that writes none of the prompt's words, or nothing else but two or more of them, or nothing at all, is
+        decoded again without them, and speech that holds no name reads as it would with none.
         """
         aligned = aligned or [False] * len(pieces)
         decoded = await self._decode_batched(audio, pieces, options, aligned)
         words = options.prompt.words
-        again = [i for i, d in enumerate(decoded) if words and not options.draft and d.text and not says(d.text, words)]
+        again = [i for i, d in enumerate(decoded) if words and not options.draft and not names_heard(d.text, words)]
         if again:
             plain = replace(options, prompt=Prompt(options.prompt.text))
             redone = await self._decode_batched(audio, [pieces[i] for i in again], plain, [aligned[i] for i in again])
@@ -381,15 +382,21 @@ def _left(slots: Sequence[Slot]) -> float:
     return sum(len(slot.job.audio) / WHISPER_RATE + PIECE_COST for slot in slots if not slot.done.is_set())
 
 
-def says(text: str, words: Sequence[str]) -> bool:
-    """Whether `text` writes any of `words` whole, in any case and whatever the punctuation around it."""
-    spoken = f" {_plain(text)} "
-    return any(f" {_plain(word)} " in spoken for word in words)
+def names_heard(text: str, words: Sequence[str]) -> bool:
+    """Whether `text` writes any of `words` whole (in any case, whatever the punctuation around it), and more than
+    the words said back: a text of nothing but two or more of them is Whisper repeating its prompt."""
+    spoken = _plain(text)
+    written = 0
+    for word in sorted({_plain(word) for word in words}, key=len, reverse=True):  # "Hyttloft lamp" before "Hyttloft"
+        if word and word in spoken:
+            spoken, found = re.subn(rf"(?<!\S){re.escape(word)}(?!\S)", " ", spoken)
+            written += found
+    return written > 0 and (written == 1 or bool(spoken.strip()))
 
 
 @functools.lru_cache(maxsize=4096)  # a household's names come again in every request
 def _plain(text: str) -> str:
-    return " ".join(_NOT_A_WORD.sub(" ", text.casefold()).split())
+    return " ".join(_NOT_A_WORD.sub(" ", text.casefold().replace("\u2019", "'")).split())
 
 
 def _check_bias(names: Sequence[str], terms: Sequence[str], text: str | None) -> None:
