@@ -72,6 +72,7 @@ async def test_every_frontend_writes_the_households_names_and_a_rename_is_heard_
     print(f"renamed in Home Assistant, read again {took:.2f} s later")
     assert normalise(await wyoming_text(server, "quorvex")) == normalise(heater)
     assert hass.reads == 2 and TOKEN not in server.log
+    assert server.metric("wis_household_names") == 3  # Niamh's office, Ceiling fan, Quorvex heater (no alias now)
     assert_clean_log(server.log)
 
 

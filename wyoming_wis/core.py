@@ -403,6 +403,7 @@ class Core:
             partial_results=self.settings.asr.partial_results,
             budget_used=self.budget.used,
             budget_limit=self.budget.limit,
+            household_names=len(self.household.names),
         )
 
     def close(self, timeout: float = CLOSE_SECONDS) -> None:

@@ -349,6 +349,9 @@ class _LiveState(Collector):
         listening = GaugeMetricFamily(
             "wis_wake_streams", "Audio streams listening for a wake word model now", labels=["model"]
         )
+        household = GaugeMetricFamily(
+            "wis_household_names", "Names from Home Assistant as last read (--hass-token), for every transcription"
+        )
         views = [core.served() for core in list(_cores)]
         waiting: dict[tuple[str, str], int] = {}
         busy: dict[tuple[str, str], int] = {}
@@ -372,7 +375,8 @@ class _LiveState(Collector):
         if views:
             held.add_metric([], sum(view.budget_used for view in views))
             limit.add_metric([], sum(view.budget_limit for view in views))
-        yield from (depth, running, loaded, held, limit, listening)
+            household.add_metric([], max(view.household_names for view in views))
+        yield from (depth, running, loaded, held, limit, listening, household)
 
     def describe(self) -> Iterable[Metric]:
         return []  # names are only known once models load; nothing here clashes with the metrics above

@@ -96,6 +96,7 @@ class Served:
     partial_results: bool  # whether ASR sends text while the audio still streams
     budget_used: int  # bytes of client audio and uploads held now (--memory-budget-mb)
     budget_limit: int
+    household_names: int = 0  # names from Home Assistant as last read (--hass-token), for every transcription
 
     def names_voice(self, name: str) -> bool:
         """Whether `name` leads to a voice: a voice's own name, or an OpenAI voice name in any case."""
