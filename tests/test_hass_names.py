@@ -227,15 +227,21 @@ async def test_a_home_assistant_that_answers_wrongly_or_not_at_all_costs_only_a_
     assert TOKEN not in caplog.text and "\x1b" not in caplog.text
 
 
-def test_a_prompted_text_is_kept_where_it_writes_a_name_and_more_than_the_names_said_back() -> None:
+def test_a_prompted_text_is_kept_where_it_writes_a_name_as_speech_not_as_the_prompt_said_back() -> None:
     """What decides whether a text decoded with names in the prompt is kept (asr/engine.py: else it is decoded again
-    without them): a name whole, in any case and punctuation; not an empty text, nor the prompt repeated (50 names
-    made German "Wo ist der Bahnhof?" into "Nuukfjord lamp, Nuukfjord lamp,")."""
-    names = ("Niamh's office", "Wi-Fi plug", "Lamp", "Nuukfjord lamp", "Hyttloft")
-    assert names_heard("Turn on the fan in niamh’s Office.", names)
-    assert names_heard("Switch off the wi fi plug!", names) and names_heard("LAMP", names)
-    assert names_heard("Hyttloft.", names)  # the answer to "in which area?"
-    assert names_heard("Turn on the Nuukfjord lamp and the Wi-Fi plug.", names)
-    assert not names_heard("Turn on the lamps.", names) and not names_heard("Niamh's offices", names)
-    assert not names_heard("", names) and not names_heard("Nuukfjord lamp, Nuukfjord lamp,", names)
-    assert not names_heard("Hyttloft, Lamp, Wi-Fi plug.", names)
+    without them): a name whole, in any case and punctuation; not an empty text, nor the prompt said back (with 50
+    names, German "Wo ist der Bahnhof?" came out "Nuukfjord lamp, Nuukfjord lamp," and French speech "Nuukfjord,
+    Vesle lamp, Nuukfjord, Vesle bensoble.")."""
+    names = ("Niamh's office", "Wi-Fi plug", "Lamp", "Nuukfjord lamp", "Hyttloft", "Vesle lamp", "Kitchen light")
+    rare = {"niamh's", "nuukfjord", "hyttloft", "vesle"}.__contains__  # (the tokenizer's verdict, in the engine)
+
+    def heard(text: str) -> bool:
+        return names_heard(text, names, rare)
+
+    assert heard("Turn on the fan in niamh’s Office.") and heard("Switch off the wi fi plug!") and heard("LAMP")
+    assert heard("Hyttloft.")  # the answer to "in which area?"
+    assert heard("Turn on the Nuukfjord lamp and the Wi-Fi plug.") and heard("Is the kitchen light on in Hyttloft?")
+    assert not heard("Turn on the lamps.") and not heard("Niamh's offices") and not heard("")
+    assert not heard("Nuukfjord lamp, Nuukfjord lamp,") and not heard("Hyttloft, Lamp, Wi-Fi plug.")
+    assert not heard("Nuukfjord, Vesle lamp, Nuukfjord, Vesle bensoble.") and not heard("Vesle fan, Vesle flasse")
+    assert heard("Turn on the lamp in the kitchen and the Wi-Fi plug")  # "lamp": a common word of a name

@@ -228,6 +228,12 @@ class Decoder:
         kept = MAX_PROMPT_TOKENS - len(word_tokens)
         return tuple((text_tokens[-kept:] if kept else []) + word_tokens)
 
+    def rare(self, word: str) -> bool:
+        """Whether Whisper's tokenizer splits `word` (as a word of a sentence): a name's own word, not a common one.
+
+        Cached with the prompt's words (it is asked of each word of their names after every decode)."""
+        return self._word_tokens(word) > 2  # its tokens and the comma after it
+
     def _word_tokens(self, word: str) -> int:
         count = self._word_counts.get(word)
         if count is None:

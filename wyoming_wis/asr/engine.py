@@ -17,7 +17,7 @@ import re
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -238,7 +238,10 @@ class WhisperEngine:
         aligned = aligned or [False] * len(pieces)
         decoded = await self._decode_batched(audio, pieces, options, aligned)
         words = options.prompt.words
-        again = [i for i, d in enumerate(decoded) if words and not options.draft and not names_heard(d.text, words)]
+        rare = self.decoder.rare
+        again = [
+            i for i, d in enumerate(decoded) if words and not options.draft and not names_heard(d.text, words, rare)
+        ]
         if again:
             plain = replace(options, prompt=Prompt(options.prompt.text))
             redone = await self._decode_batched(audio, [pieces[i] for i in again], plain, [aligned[i] for i in again])
@@ -303,12 +306,19 @@ class WhisperEngine:
         """The prompt's tokens, tokenised in a worker thread the first time, kept for the next PROMPT_CACHE."""
         tokens = self._prompts.get(prompt)
         if tokens is None:
-            tokens = await asyncio.to_thread(self.decoder.prompt_tokens, prompt)
+            tokens = await asyncio.to_thread(self._tokenise, prompt)
             self._prompts[prompt] = tokens
             while len(self._prompts) > PROMPT_CACHE:
                 self._prompts.popitem(last=False)
         self._prompts.move_to_end(prompt)
         return tokens
+
+    def _tokenise(self, prompt: Prompt) -> tuple[int, ...]:
+        """The prompt's tokens; and which words of its names are rare, for `names_heard` to ask on the loop."""
+        for name in prompt.words:
+            for part in _plain(name).split():
+                self.decoder.rare(part)
+        return self.decoder.prompt_tokens(prompt)
 
     def _decode(self, jobs: list[Job]) -> list[Decoded]:
         with self._load_lock:
@@ -382,16 +392,23 @@ def _left(slots: Sequence[Slot]) -> float:
     return sum(len(slot.job.audio) / WHISPER_RATE + PIECE_COST for slot in slots if not slot.done.is_set())
 
 
-def names_heard(text: str, words: Sequence[str]) -> bool:
-    """Whether `text` writes any of `words` whole (in any case, whatever the punctuation around it), and more than
-    the words said back: a text of nothing but two or more of them is Whisper repeating its prompt."""
+def names_heard(text: str, words: Sequence[str], rare: Callable[[str], bool]) -> bool:
+    """Whether `text` writes one of `words` (names, whole, in any case and punctuation) as speech, not as Whisper
+    saying its prompt back: then no name is written twice, not two or more and nothing else, and no `rare` word
+    of a name (one Whisper's tokenizer splits: "Nuukfjord", not "lamp") stands outside a whole name ("Nuukfjord,
+    Vesle lamp, Nuukfjord, Vesle bensoble" for French speech that said none)."""
     spoken = _plain(text)
-    written = 0
-    for word in sorted({_plain(word) for word in words}, key=len, reverse=True):  # "Hyttloft lamp" before "Hyttloft"
-        if word and word in spoken:
-            spoken, found = re.subn(rf"(?<!\S){re.escape(word)}(?!\S)", " ", spoken)
-            written += found
-    return written > 0 and (written == 1 or bool(spoken.strip()))
+    written: list[int] = []
+    names = sorted({_plain(word) for word in words} - {""}, key=len, reverse=True)  # "Hyttloft lamp" first
+    for name in names:
+        if name in spoken:
+            spoken, found = re.subn(rf"(?<!\S){re.escape(name)}(?!\S)", " ", spoken)
+            written += [found] if found else []
+    rest = spoken.split()
+    if not written or max(written) > 1 or (sum(written) > 1 and not rest):
+        return False
+    rare_words = {part for name in names for part in name.split() if rare(part)}
+    return not rare_words.intersection(rest)
 
 
 @functools.lru_cache(maxsize=4096)  # a household's names come again in every request
