@@ -20,6 +20,7 @@
 #   ./run.sh bench paths [FLAGS...]          every frontend's transcripts against the same, per utterance (bench/paths.py)
 #   ./run.sh bench endpoint [FLAGS...]       last word to transcript: Home Assistant's VAD, the peer's, ours (bench/endpoint.py)
 #   ./run.sh bench ha_turns [FLAGS...]       the same through Home Assistant's own pipeline: its VAD, ours (bench/ha_turns.py)
+#   ./run.sh bench ha_names [FLAGS...]       names from Home Assistant: ours with and without, the peer with --hass-token (bench/ha_names.py)
 #   ./run.sh bench wake [FLAGS...]           wake words against wyoming-openwakeword: recall, false accepts, latency, streams (bench/wake.py)
 # A second run reuses .venv (and .venv-3.13) and reinstalls only when pyproject.toml changed.
 # The Dockerfiles install the same way (pip install ".[bundled]"); tests/test_docker.py keeps them in step.
@@ -158,9 +159,9 @@ case "${1:-}" in
         shift
         install bundled,dev
         case "${1:-}" in
-            asr|tts|rtc|soak|abuse|accuracy|paths|endpoint|ha_turns|turn_signals|farfield|frontend|wake) script="bench/$1.py"; shift; exec "$VENV/bin/python" "$script" "$@" ;;
+            asr|tts|rtc|soak|abuse|accuracy|paths|endpoint|ha_turns|ha_names|turn_signals|farfield|frontend|wake) script="bench/$1.py"; shift; exec "$VENV/bin/python" "$script" "$@" ;;
             "") "$VENV/bin/python" bench/asr.py && "$VENV/bin/python" bench/tts.py && exec "$VENV/bin/python" bench/rtc.py ;;
-            *) echo "usage: ./run.sh bench [asr|tts|rtc|soak|abuse|accuracy|paths|endpoint|ha_turns|turn_signals|farfield|frontend|wake] [FLAGS...]" >&2; exit 2 ;;
+            *) echo "usage: ./run.sh bench [asr|tts|rtc|soak|abuse|accuracy|paths|endpoint|ha_turns|ha_names|turn_signals|farfield|frontend|wake] [FLAGS...]" >&2; exit 2 ;;
         esac
         ;;
     *)

@@ -251,7 +251,7 @@ class Core:
         """Run until cancelled: keep `household` as Home Assistant names things (needs `names_from_hass`)."""
         assert self._hass_token is not None
         names = HassNames(self.settings.hass.hass_api, self._hass_token, self._set_household)
-        _LOGGER.info("Names from Home Assistant: reading them from %s", names.url)
+        _LOGGER.info("Reading names from Home Assistant at %s", names.url)
         await names.run()
 
     def _set_household(self, household: Household) -> None:
