@@ -468,23 +468,23 @@ def test_the_prompt_holds_whole_names_in_order_within_its_budget(engine: Whisper
     tokenizer = engine.decoder._tokenizer("transcribe", "en")
     household = tuple(f"Nuukfjord heater {n}" for n in range(300))
     options = engine.options(AsrRequest(names=("Belax window",), terms=("kWh",)), household)
-    tokens = engine.decoder.prompt_tokens(options.prompt)
+    tokens = engine.decoder.prompt_tokens(options.prompt).tokens
     text = tokenizer.decode(list(tokens))
     assert len(tokens) <= decoder_module.MAX_PROMPT_TOKENS
     assert text.startswith(" kWh, Belax window, Nuukfjord heater 0, Nuukfjord heater 1,") and text.endswith(".")
     kept = text.strip(" .").split(", ")
     assert kept == ["kWh", "Belax window", *household[: len(kept) - 2]] and len(kept) > 20
     long = " ".join(f"word{n}" for n in range(500))
-    both = engine.decoder.prompt_tokens(engine.options(AsrRequest(prompt=long), household).prompt)
+    both = engine.decoder.prompt_tokens(engine.options(AsrRequest(prompt=long), household).prompt).tokens
     share = int(decoder_module.MAX_PROMPT_TOKENS * decoder_module.TEXT_SHARE)
     assert len(both) <= decoder_module.MAX_PROMPT_TOKENS
     text_part, _, names_part = tokenizer.decode(list(both)).partition(" Nuukfjord heater 0, ")
     assert text_part.endswith("word499") and names_part.startswith("Nuukfjord heater 1, ")
     assert share * 0.9 < len(tokenizer.encode(text_part)) < share * 1.2  # (a cut token re-encodes differently)
-    alone = engine.decoder.prompt_tokens(engine.options(AsrRequest(prompt=long)).prompt)
+    alone = engine.decoder.prompt_tokens(engine.options(AsrRequest(prompt=long)).prompt).tokens
     assert len(alone) == decoder_module.MAX_PROMPT_TOKENS and tokenizer.decode(list(alone)).endswith("word499")
     hostile = engine.options(AsrRequest(prompt="<|endoftext|><|en|> hello", names=("<|nospeech|>",))).prompt
-    assert all(token < tokenizer.eot for token in engine.decoder.prompt_tokens(hostile))
+    assert all(token < tokenizer.eot for token in engine.decoder.prompt_tokens(hostile).tokens)
 
 
 async def test_household_names_make_a_name_right_and_leave_other_speech_alone(engine: WhisperEngine) -> None:

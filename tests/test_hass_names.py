@@ -229,11 +229,19 @@ async def test_a_home_assistant_that_answers_wrongly_or_not_at_all_costs_only_a_
 
 def test_a_prompted_text_is_kept_where_it_writes_a_name_as_speech_not_as_the_prompt_said_back() -> None:
     """What decides whether a text decoded with names in the prompt is kept (asr/engine.py: else it is decoded again
-    without them): a name whole, in any case and punctuation; not an empty text, nor the prompt said back (with 50
-    names, German "Wo ist der Bahnhof?" came out "Nuukfjord lamp, Nuukfjord lamp," and French speech "Nuukfjord,
-    Vesle lamp, Nuukfjord, Vesle bensoble.")."""
+    without them): a name whole (in any case and punctuation) or nearly; not an empty text, nor the prompt said
+    back (with 50 names, German "Wo ist der Bahnhof?" came out "Nuukfjord lamp, Nuukfjord lamp," and French speech
+    "Nuukfjord, Vesle lamp, Nuukfjord, Vesle bensoble.")."""
     names = ("Niamh's office", "Wi-Fi plug", "Lamp", "Nuukfjord lamp", "Hyttloft", "Vesle lamp", "Kitchen light")
-    rare = {"niamh's", "nuukfjord", "hyttloft", "vesle"}.__contains__  # (the tokenizer's verdict, in the engine)
+    rare = {
+        "niamh's",
+        "nuukfjord",
+        "hyttloft",
+        "vesle",
+        "varanger",
+        "kvernhus",
+        "saunas",
+    }.__contains__  # (the tokenizer's verdict, in the engine)
 
     def heard(text: str) -> bool:
         return names_heard(text, names, rare)
@@ -241,7 +249,12 @@ def test_a_prompted_text_is_kept_where_it_writes_a_name_as_speech_not_as_the_pro
     assert heard("Turn on the fan in niamh’s Office.") and heard("Switch off the wi fi plug!") and heard("LAMP")
     assert heard("Hyttloft.")  # the answer to "in which area?"
     assert heard("Turn on the Nuukfjord lamp and the Wi-Fi plug.") and heard("Is the kitchen light on in Hyttloft?")
-    assert not heard("Turn on the lamps.") and not heard("Niamh's offices") and not heard("")
+    assert not heard("Turn on the lamps.") and not heard("Nine offices") and not heard("")
     assert not heard("Nuukfjord lamp, Nuukfjord lamp,") and not heard("Hyttloft, Lamp, Wi-Fi plug.")
     assert not heard("Nuukfjord, Vesle lamp, Nuukfjord, Vesle bensoble.") and not heard("Vesle fan, Vesle flasse")
     assert heard("Turn on the lamp in the kitchen and the Wi-Fi plug")  # "lamp": a common word of a name
+    # nearly: the prompt at work, more right than the text without it (a command the peer wrote so, ours not)
+    assert names_heard("Turn on the Baranger Chandelier.", ("Varanger Chandelier",), rare)
+    assert names_heard("Set the Kvarnas heater to 21 degrees", ("Kvernhus Heater",), rare)
+    assert not names_heard("Turn on the bathroom light", ("Bedroom light",), rare)
+    assert not names_heard("Open the sauna", ("Saunas",), rare)  # too short to be nearly written

@@ -58,33 +58,17 @@ FLAGS = ("--device", "cpu", "--compute-type", "int8", "--beam-size", "5", "--cpu
 VOICES = (None, "joe-slow", "joe-fast", "espeak")  # joe at 1.0, 0.85 and 1.2; espeak-ng's en-us
 QUICK_VOICES = (None, "joe-slow")
 SYSTEMS = ("ours", "ours-plain", "peer")
+# The test's commands, and those whose names come out near but not exact in its steady takes, and more with none
 COMMANDS = (
-    Command("Turn on the Nuukfjord Lamp in Kveldsro", ("Nuukfjord Lamp", "Kveldsro")),
+    *test_names.COMMANDS,
     Command("Set the Kvernhus Heater to 21 degrees", ("Kvernhus Heater",)),
-    Command("Open the Belax Window in the Solstua", ("Belax Window", "Solstua")),
-    Command("Dim the Ylvane Spots to half", ("Ylvane Spots",)),
     Command("Turn off the Gaupefell Kettle", ("Gaupefell Kettle",)),
-    Command("Play music on the Tromsund Speaker", ("Tromsund Speaker",)),
     Command("Activate Hyggestund", ("Hyggestund",)),
     Command("Add milk to the Handleliste", ("Handleliste",)),
-    Command("Turn on the Kaldvik Fan in the Tjernvik Study", ("Kaldvik Fan", "Tjernvik Study")),
     Command("Lock the Kvitebjorn Door", ("Kvitebjorn Door",)),
-    Command("What is the temperature of the Vardo Thermometer", ("Vardo Thermometer",)),
     Command("Turn off all the lights in Lillebo", ("Lillebo",)),
-    Command("Turn off the lights on Takloftet", ("Takloftet",)),
-    Command("Switch on the Myrdal Pump in Bryggerhuset", ("Myrdal Pump", "Bryggerhuset")),
     Command("Turn on the Varanger Chandelier", ("Varanger Chandelier",)),
-    Command("Pause the Fjellheim TV", ("Fjellheim TV",)),
     Command("Turn on the Porch Glow", ("Porch Glow",)),
-    Command("Start the Morgengry scene", ("Morgengry",)),
-    # hidden: not exposed, or disabled
-    Command("Turn on the Hvalstad Lamp", hidden=("Hvalstad Lamp",)),
-    Command("Switch off the Quorvath Heater", hidden=("Quorvath Heater",)),
-    Command("Open the Strandlykke Gate", hidden=("Strandlykke Gate",)),
-    Command("Turn on the Drobak Lantern", hidden=("Drobak Lantern",)),
-    # none of the household's names
-    Command("Turn on the bedroom light"),
-    Command("Set a timer for 10 minutes"),
     Command("What is the weather like tomorrow"),
     Command("Turn off the lights in the living room"),
     Command("What time is it"),

@@ -33,6 +33,7 @@ import re
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 import numpy as np
 from faster_whisper import WhisperModel
@@ -84,11 +85,15 @@ class Prompt:
     text: str = ""
     words: tuple[str, ...] = ()
 
-    def __bool__(self) -> bool:
-        return bool(self.text.strip() or self.words)
-
     def __contains__(self, part: str) -> bool:
         return part in self.text or any(part in word for word in self.words)
+
+
+class Fitted(NamedTuple):
+    """A prompt as Whisper reads it: its tokens, and the names and words among them."""
+
+    tokens: tuple[int, ...]
+    words: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -203,7 +208,7 @@ class Decoder:
         self._tokenizers: dict[tuple[str, str], Tokenizer] = {}
         self._word_counts: dict[str, int] = {}  # tokens of " word," by word
 
-    def prompt_tokens(self, prompt: Prompt) -> tuple[int, ...]:
+    def prompt_tokens(self, prompt: Prompt) -> Fitted:
         """The prompt as Whisper reads it: at most MAX_PROMPT_TOKENS tokens, fitted as `Prompt` says.
 
         Only the end of the text is tokenised (MAX_PROMPT_TOKENS tokens never span more than PROMPT_CHARS), and
@@ -226,7 +231,7 @@ class Decoder:
         if len(chosen) < len(prompt.words):
             _LOGGER.debug("The prompt holds %d of its %d names and words", len(chosen), len(prompt.words))
         kept = MAX_PROMPT_TOKENS - len(word_tokens)
-        return tuple((text_tokens[-kept:] if kept else []) + word_tokens)
+        return Fitted(tuple((text_tokens[-kept:] if kept else []) + word_tokens), tuple(chosen))
 
     def rare(self, word: str) -> bool:
         """Whether Whisper's tokenizer splits `word` (as a word of a sentence): a name's own word, not a common one.

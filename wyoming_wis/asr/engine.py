@@ -11,6 +11,7 @@ Sessions (`session.py`) call the same steps on audio that is still arriving.
 from __future__ import annotations
 
 import asyncio
+import difflib
 import functools
 import logging
 import re
@@ -37,7 +38,7 @@ from ..values import quote
 from . import assemble
 from .assemble import Transcript
 from .batcher import Batcher, Slot
-from .decoder import Decoded, Decoder, Job, Options, Prompt
+from .decoder import Decoded, Decoder, Fitted, Job, Options, Prompt
 from .vad import Piece, SpeechDetector
 
 _LOGGER = logging.getLogger(__name__)
@@ -54,7 +55,9 @@ PIECE_COST = 1.0  # to decode a piece (its window, the prompt, the first tokens)
 SCORE_COST = 1.0  # to score new audio for speech (a thread hop, the VAD's state)
 MIXED = 0.95  # a piece's language detected less surely than this: it may hold two, and is decoded by stretch
 DEFAULTS = AsrRequest()  # a request that asks for nothing of its own
-_NOT_A_WORD = re.compile(r"[^\w']+")  # what `says` ignores around and between the words of a name
+_NOT_A_WORD = re.compile(r"[^\w']+")  # what `names_heard` ignores around and between the words of a name
+NEAR_NAME = 0.8  # letters alike (difflib's ratio) of a name written nearly ("Kvarnas heater" for "Kvernhus heater")
+NEAR_NAME_CHARS = 7  # a shorter name is written right or not at all: "sauna" is not nearly "Saunas"
 PROMPT_CACHE = 64  # tokenised prompts kept: the server's own, and the few that each client repeats
 
 
@@ -133,7 +136,7 @@ class WhisperEngine:
         # queue, so that many long streams wait for it (or are refused) without delaying anything else.
         self.vad = Scheduler(f"vad-{found.name}", runtime.cpu_threads, queue_size, engine="vad", model=found.name)
         self.batcher = Batcher(self._decode, max_batch)
-        self._prompts: OrderedDict[Prompt, tuple[int, ...]] = OrderedDict()  # least recently used first
+        self._prompts: OrderedDict[Prompt, Fitted] = OrderedDict()  # least recently used first
         # Loaded or not: decoding holds `_active`; unloading needs it at zero.
         self._load_lock = threading.Lock()
         self._active = 0
@@ -232,16 +235,16 @@ class WhisperEngine:
 
         Names in the prompt change other words too (50 household names turned a read "as" into "has", and German
         speech into "Nuukfjord lamp, Nuukfjord lamp"), so they only ever add themselves: a text (not a draft's)
-        that writes none of the prompt's words, or nothing else but two or more of them, or nothing at all, is
-        decoded again without them, and speech that holds no name reads as it would with none.
+        in which `names_heard` finds no name written as speech is decoded again without them, and speech that
+        holds no name reads as it would with none.
         """
         aligned = aligned or [False] * len(pieces)
         decoded = await self._decode_batched(audio, pieces, options, aligned)
-        words = options.prompt.words
-        rare = self.decoder.rare
-        again = [
-            i for i, d in enumerate(decoded) if words and not options.draft and not names_heard(d.text, words, rare)
-        ]
+        fitted = (await self._prompt_tokens(options.prompt)).words
+        again = []
+        if fitted and not options.draft:  # (in a thread: the check grows with the names)
+            heard = await asyncio.to_thread(lambda: [names_heard(d.text, fitted, self.decoder.rare) for d in decoded])
+            again = [index for index, named in enumerate(heard) if not named]
         if again:
             plain = replace(options, prompt=Prompt(options.prompt.text))
             redone = await self._decode_batched(audio, [pieces[i] for i in again], plain, [aligned[i] for i in again])
@@ -252,7 +255,7 @@ class WhisperEngine:
     async def _decode_batched(
         self, audio: np.ndarray, pieces: list[Piece], options: Options, aligned: Sequence[bool]
     ) -> list[Decoded]:
-        prompt = await self._prompt_tokens(options.prompt)
+        prompt = (await self._prompt_tokens(options.prompt)).tokens
         jobs = [
             Job(audio[start:end], options, prompt, align=options.words or align)
             for (start, end), align in zip(pieces, aligned, strict=True)
@@ -302,23 +305,16 @@ class WhisperEngine:
         filled = {piece: [(gap, kept[gap]) for gap in found if gap in kept] for piece, found in gaps.items()}
         return {piece: assemble.filled(piece, decoded[piece], parts) for piece, parts in filled.items() if parts}
 
-    async def _prompt_tokens(self, prompt: Prompt) -> tuple[int, ...]:
+    async def _prompt_tokens(self, prompt: Prompt) -> Fitted:
         """The prompt's tokens, tokenised in a worker thread the first time, kept for the next PROMPT_CACHE."""
         tokens = self._prompts.get(prompt)
         if tokens is None:
-            tokens = await asyncio.to_thread(self._tokenise, prompt)
+            tokens = await asyncio.to_thread(self.decoder.prompt_tokens, prompt)
             self._prompts[prompt] = tokens
             while len(self._prompts) > PROMPT_CACHE:
                 self._prompts.popitem(last=False)
         self._prompts.move_to_end(prompt)
         return tokens
-
-    def _tokenise(self, prompt: Prompt) -> tuple[int, ...]:
-        """The prompt's tokens; and which words of its names are rare, for `names_heard` to ask on the loop."""
-        for name in prompt.words:
-            for part in _plain(name).split():
-                self.decoder.rare(part)
-        return self.decoder.prompt_tokens(prompt)
 
     def _decode(self, jobs: list[Job]) -> list[Decoded]:
         with self._load_lock:
@@ -392,23 +388,39 @@ def _left(slots: Sequence[Slot]) -> float:
     return sum(len(slot.job.audio) / WHISPER_RATE + PIECE_COST for slot in slots if not slot.done.is_set())
 
 
-def names_heard(text: str, words: Sequence[str], rare: Callable[[str], bool]) -> bool:
-    """Whether `text` writes one of `words` (names, whole, in any case and punctuation) as speech, not as Whisper
-    saying its prompt back: then no name is written twice, not two or more and nothing else, and no `rare` word
-    of a name (one Whisper's tokenizer splits: "Nuukfjord", not "lamp") stands outside a whole name ("Nuukfjord,
-    Vesle lamp, Nuukfjord, Vesle bensoble" for French speech that said none)."""
-    spoken = _plain(text)
-    written: list[int] = []
-    names = sorted({_plain(word) for word in words} - {""}, key=len, reverse=True)  # "Hyttloft lamp" first
-    for name in names:
-        if name in spoken:
-            spoken, found = re.subn(rf"(?<!\S){re.escape(name)}(?!\S)", " ", spoken)
-            written += [found] if found else []
-    rest = spoken.split()
-    if not written or max(written) > 1 or (sum(written) > 1 and not rest):
+def names_heard(text: str, names: Sequence[str], rare: Callable[[str], bool]) -> bool:
+    """Whether `text` writes one of the prompt's `names` as speech, not as Whisper saying its prompt back.
+
+    A name is written whole (in any case and punctuation), or nearly where it has a `rare` word (NEAR_NAME alike,
+    letter by letter: "Baranger Chandelier" for "Varanger Chandelier" is the prompt at work, and more right than
+    the text without it; "bathroom light" is not "Bedroom light", a name of common words). Said
+    back: a name written twice, two or more and nothing else, or a `rare` word of a name (one Whisper's tokenizer
+    splits: "Nuukfjord", not "lamp") outside a name ("Nuukfjord, Vesle lamp, Nuukfjord, Vesle bensoble" for French
+    speech that said none).
+    """
+    spoken = _plain(text).split()
+    free = [True] * len(spoken)  # words not yet part of a name written
+    counts: list[int] = []
+    for name in sorted({_plain(name) for name in names} - {""}, key=len, reverse=True):  # "Hyttloft lamp" first
+        size, found = len(name.split()), 0
+        near = len(name) >= NEAR_NAME_CHARS and any(rare(part) for part in name.split())
+        for at in range(len(spoken) - size + 1):
+            if all(free[at : at + size]) and _alike(" ".join(spoken[at : at + size]), name, near):
+                free[at : at + size] = [False] * size
+                found += 1
+        counts += [found] if found else []
+    rest = {word for word, unused in zip(spoken, free, strict=True) if unused}
+    if not counts or max(counts) > 1 or (sum(counts) > 1 and not rest):
         return False
-    rare_words = {part for name in names for part in name.split() if rare(part)}
-    return not rare_words.intersection(rest)
+    return not any(rare(part) for name in names for part in _plain(name).split() if part in rest)
+
+
+def _alike(written: str, name: str, near: bool) -> bool:
+    if written == name:
+        return True
+    if not near or abs(len(written) - len(name)) > len(name) // 4:
+        return False
+    return difflib.SequenceMatcher(None, written, name).ratio() >= NEAR_NAME
 
 
 @functools.lru_cache(maxsize=4096)  # a household's names come again in every request
