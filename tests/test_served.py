@@ -64,7 +64,15 @@ def gauges() -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
 def test_the_view_lists_every_model_and_voice_with_what_frontends_read(core: Core) -> None:
     fields = {type_: {field.name for field in dataclasses.fields(type_)} for type_ in (Served, Entry, Calls)}
     assert fields == {
-        Served: {"models", "voices", "openai_voices", "partial_results", "budget_used", "budget_limit"},
+        Served: {
+            "models",
+            "voices",
+            "openai_voices",
+            "partial_results",
+            "budget_used",
+            "budget_limit",
+            "household_names",
+        },
         Entry: {
             *("name", "engine", "languages", "loaded", "version", "description", "multilingual", "speakers", "calls"),
             *("phrase", "streams"),
@@ -72,6 +80,7 @@ def test_the_view_lists_every_model_and_voice_with_what_frontends_read(core: Cor
         Calls: {"engine", "pending", "waiting", "running", "open"},
     }
     served = core.served()
+    assert served.household_names == 0  # no --hass-token
     with pytest.raises(dataclasses.FrozenInstanceError):
         served.partial_results = False  # type: ignore[misc]
     with pytest.raises(TypeError):

@@ -83,7 +83,8 @@ class HassNames:
         self._token = token
         self._on_names = on_names
         self._changed = asyncio.Event()  # a registry event came: read the names again
-        self._answers: dict[int, asyncio.Future[Any]] = {}
+        self._answers: dict[int, asyncio.Future[Any]] = {}  # commands sent, by id, until their result comes
+        self._login: asyncio.Future[Any] | None = None  # the next auth_* message, while logging in
         self._next_id = 0
         self._failures = 0  # in a row: the first is a warning, the rest debug, until names are read again
 
@@ -131,6 +132,7 @@ class HassNames:
                 await asyncio.wait_for(self._wait_quiet(), BACKSTOP)
 
     async def _log_in(self, ws: aiohttp.ClientWebSocketResponse) -> None:
+        assert self._login is not None  # (made by `_serve` before the reader starts)
         first = await self._answer(self._login)
         if first.get("type") != "auth_required":
             raise HassError(f"sent {quote(first.get('type'))} where the websocket API says auth_required")
@@ -217,7 +219,7 @@ class HassNames:
             raise HassError("sent a message that is not a JSON object")
         kind = message.get("type")
         if kind in ("auth_required", "auth_ok", "auth_invalid"):
-            if not self._login.done():
+            if self._login is not None and not self._login.done():
                 self._login.set_result(message)
         elif kind == "event":
             self._changed.set()
