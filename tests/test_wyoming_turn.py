@@ -321,10 +321,12 @@ async def test_external_vad_leaves_the_end_to_the_client(server: Server, data_di
         async with running.client() as external, server.client() as ours:
             theirs = (await transcribe(external, paused, language="en")).data["text"]
             heard = (await transcribe(ours, paused, name="tiny.en", language="en")).data["text"]
-        # a word after the pause (tiny.en hears "light" as it may: "like", "bye"; and may drop "Turn" at the
-        # start, in both servers alike), and the same words
-        said = normalise(heard).split()
-        assert "room" in said[:-1] and same_words(heard, theirs), (heard, theirs)
+        # a word after the pause in both, and the same words up to it (tiny.en hears "light" as it may: "like",
+        # "bye", and one server "White." where the other "Like" in a clean CI run: a last word decoded again at a
+        # temperature is sampled; and it may drop "Turn" at the start, in both servers alike)
+        said, told = normalise(heard).split(), normalise(theirs).split()
+        assert "room" in said[:-1] and "room" in told[:-1], (heard, theirs)
+        assert said[: said.index("room")] == told[: told.index("room")], (heard, theirs)
     finally:
         assert running.stop() == 0, running.log
     assert_clean_log(running.log)
