@@ -25,7 +25,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
 
-from .household import Household, read_household
+from .household import Household, exposed_to_assist, read_household
 from .values import quote
 
 _LOGGER = logging.getLogger(__name__)
@@ -150,7 +150,7 @@ class HassNames:
         if not isinstance(exposed, dict):
             raise HassError("listed no exposed_entities")
         states = await self._command(ws, {"type": "get_states"})
-        ids = sorted(key for key, value in exposed.items() if isinstance(value, dict) and value.get("conversation"))
+        ids = exposed_to_assist(exposed)
         entries = (
             await self._command(ws, {"type": "config/entity_registry/get_entries", "entity_ids": ids}) if ids else {}
         )

@@ -21,6 +21,7 @@ case) dropped, the first spelling kept.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -42,7 +43,7 @@ class Household:
     other_places: tuple[str, ...] = ()
     other_entities: tuple[str, ...] = ()
 
-    @property
+    @functools.cached_property  # (asked by every request)
     def names(self) -> tuple[str, ...]:
         """Every name, best first: what the prompt is filled from."""
         return (*self.places_in_use, *self.named_entities, *self.other_places, *self.other_entities)
@@ -71,7 +72,7 @@ def read_household(
     entry's name, else its original_name. A disabled entity is gone from the home, even as evidence that its area
     is in use. An entity's area is its own, else its device's.
     """
-    ids = sorted(key for key, value in _mapping(exposed).items() if _mapping(value).get("conversation") is True)
+    ids = exposed_to_assist(exposed)
     friendly = {
         _id(state, "entity_id"): _mapping(state.get("attributes")).get("friendly_name") for state in _records(states)
     }
@@ -103,6 +104,11 @@ def read_household(
         others,
     )
     return Household(*tiers)
+
+
+def exposed_to_assist(exposed: object) -> list[str]:
+    """The entity ids that expose_entity/list's `exposed_entities` exposes to Assist (`conversation`), in order."""
+    return sorted(key for key, value in _mapping(exposed).items() if _mapping(value).get("conversation") is True)
 
 
 def clean(name: object) -> str | None:
