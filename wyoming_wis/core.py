@@ -25,7 +25,7 @@ from .asr import AsrSession, Bias, Transcript, WhisperEngine
 from .asr.decoder import Options
 from .asr.denoise import Suppressor
 from .asr.engine import MAX_PROMPT_CHARS, WHISPER_LANGUAGES
-from .asr.session import OnText
+from .asr.session import OnSpeech, OnText
 from .asr.turn import TurnEnd, TurnLimits
 from .asr.turn_model import TurnEngine
 from .budget import MemoryBudget
@@ -34,7 +34,18 @@ from .config import DEEPFILTERNET, CoreSettings
 from .errors import BadRequest, StartupError, UnknownModel, UnknownVoice, UnknownWakeWord
 from .hass_api import HassNames, read_token
 from .household import Household
-from .requests import MAX_BEAM_SIZE, SENSITIVITIES, TASKS, AsrRequest, Frontend, SpeechRequest, WakeRequest
+from .listening import Listening, OnEvent
+from .requests import (
+    MAX_BEAM_SIZE,
+    MAX_SILENCE,
+    MIN_SILENCE,
+    SENSITIVITIES,
+    TASKS,
+    AsrRequest,
+    Frontend,
+    SpeechRequest,
+    WakeRequest,
+)
 from .runtime import Runtime
 from .served import Entry, Served
 from .tts import Piece, PiperEngine, SpeechCache, SpeechParams, SpeechStream
@@ -218,14 +229,23 @@ class Core:
         if request.end_of_turn is not None and request.end_of_turn not in SENSITIVITIES:
             allowed = ", ".join(SENSITIVITIES)
             raise BadRequest(f"vad_sensitivity must be one of {allowed}; got {quote(request.end_of_turn)}")
+        if request.max_silence is not None and not MIN_SILENCE <= request.max_silence <= MAX_SILENCE:
+            raise BadRequest(f"The silence that ends a turn must be {MIN_SILENCE:g} to {MAX_SILENCE:g} s")
         return Decoding(engine.name, engine.options(request, self.household.names))
 
-    def open_asr(self, request: AsrRequest, *, frontend: Frontend, on_text: OnText | None = None) -> AsrSession:
+    def open_asr(
+        self,
+        request: AsrRequest,
+        *,
+        frontend: Frontend,
+        on_text: OnText | None = None,
+        on_speech: OnSpeech | None = None,
+    ) -> AsrSession:
         """A session for one request; use it as an async context manager, or `close` it once the request ends.
 
         `on_text` gets partial text as it is recognised (if --partial-results). The session's `finish` counts
         the transcript in the metrics, for `frontend`. With `request.end_of_turn`, `session.turn_end()` returns
-        once the server judges the speaker done.
+        once the server judges the speaker done, and `on_speech` hears where the speech began.
         """
         decoding = self.resolve(request)
         asr = self.settings.asr
@@ -237,10 +257,17 @@ class Core:
             hold=self.budget.hold(),
             on_text=on_text if asr.partial_results else None,
             end_of_turn=request.end_of_turn,
+            max_silence=request.max_silence,
+            on_speech=on_speech,
             limits=TurnLimits(max_speech=asr.max_turn_seconds, no_speech=asr.no_speech_seconds),
             turn_model=None if self.turn is None else self.turn.complete,
             cleaner=None if self.suppressor is None else self.suppressor.stream(self.budget.hold()),
         )
+
+    def listen(self, request: AsrRequest, *, frontend: Frontend, on_event: OnEvent, many: bool = False) -> Listening:
+        """Turns of a speaker's audio (`listening.py`): one (a transcript per request), or `many` (the next begins
+        as one ends); each turn's events go to `on_event`. Checks the request at once; `close` it when done."""
+        return Listening(self, request, frontend=frontend, on_event=on_event, many=many)
 
     @property
     def names_from_hass(self) -> bool:

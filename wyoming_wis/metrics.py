@@ -9,7 +9,7 @@ process counts into it (in production a process is one server; tests compare a
 scrape before and after what they do).
 
 Labels are low-cardinality only, never anything per request or per client:
-`frontend` (wyoming, http, webrtc), `route` (a Wyoming request kind, or an HTTP
+`frontend` (wyoming, http, webrtc, realtime), `route` (a Wyoming request kind, or an HTTP
 route's path template), `status` (Wyoming: ok or the error code; HTTP: the
 status code), `engine` (whisper, vad, piper, xtts, turn), `kind` (asr, tts, turn),
 `model` (a loaded model or voice), `result` (hit, miss, bypass).
@@ -48,7 +48,7 @@ from . import __version__
 from .errors import WisError
 from .served import WAKE, Served
 
-FRONTENDS = ("wyoming", "http", "webrtc")
+FRONTENDS = ("wyoming", "http", "webrtc", "realtime")
 # Seconds a user may wait: 5 ms (a cached phrase) to 30 s (a long file on a slow CPU).
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 

@@ -18,9 +18,10 @@ MAX_REFERENCE_BYTES = 10 * 1024 * 1024  # of a recording to clone a voice from (
 TASKS = ("transcribe", "translate")  # what Whisper does with speech; translate: to English
 # How soon the server ends a speaker's turn, in Home Assistant's names (`vad_sensitivity`); the first is the default.
 SENSITIVITIES = ("default", "relaxed", "aggressive")
+MIN_SILENCE, MAX_SILENCE = 0.1, 10.0  # seconds: the range of AsrRequest.max_silence
 
 # Who asked, as metrics label it.
-Frontend = Literal["wyoming", "http", "webrtc"]
+Frontend = Literal["wyoming", "http", "webrtc", "realtime"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -38,6 +39,7 @@ class AsrRequest:
     beam_size: int | None = None  # 1 to MAX_BEAM_SIZE
     detect_language: bool = False  # detect even where --language names one (unless `language` is given)
     end_of_turn: str | None = None  # one of SENSITIVITIES: the server ends the turn; None: the client's audio end does
+    max_silence: float | None = None  # with end_of_turn: seconds of silence that end any turn, if sooner than its own
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -48,7 +48,7 @@ from ..audio import WHISPER_RATE, AudioFormat, PcmConverter
 from ..budget import Hold
 from ..errors import AudioTooLong, WisError
 from ..scheduler import patience
-from .turn import PATIENCE, RECHECK_THRESHOLD, Reason, TurnEnd, TurnLimits, heard_whole, judged_complete
+from .turn import PATIENCE, RECHECK_THRESHOLD, Patience, Reason, TurnEnd, TurnLimits, heard_whole, judged_complete
 from .vad import PAD, WINDOW, Piece, SpeechDetector
 
 if TYPE_CHECKING:
@@ -66,6 +66,7 @@ LIVE_RATE = 1.5  # audio arriving faster than this times real time is a file
 _LIVE_SLACK = 1.0  # seconds of audio a live client may send ahead (buffers, network)
 
 OnText = Callable[[str], Awaitable[None]]
+OnSpeech = Callable[[int], Awaitable[None]]  # the sample where the speaker's speech began
 TurnModel = Callable[[np.ndarray], Awaitable[float]]  # the probability that the speaker's turn is complete
 _ARRIVALS = 256  # recent feeds remembered, to tell when the last speech arrived
 TURN_PAD = int(0.2 * WHISPER_RATE)  # silence after speech the turn model hears: as it was trained (and pipecat asks)
@@ -82,6 +83,8 @@ class AsrSession:
         hold: Hold,
         on_text: OnText | None = None,
         end_of_turn: str | None = None,
+        max_silence: float | None = None,
+        on_speech: OnSpeech | None = None,
         limits: TurnLimits | None = None,
         turn_model: TurnModel | None = None,
         cleaner: Cleaner | None = None,
@@ -90,7 +93,9 @@ class AsrSession:
 
         `frontend` labels the transcript in the metrics. `hold` is the session's share of the memory budget: the
         audio buffer is counted in it before it grows, and given back by `close`. With `end_of_turn` (a
-        sensitivity) the session ends the turn itself, within `limits`, asking `turn_model` when there is one.
+        sensitivity) the session ends the turn itself, within `limits`, asking `turn_model` when there is one, and
+        on `max_silence` seconds of silence if that is sooner than the sensitivity's own; `on_speech` hears where
+        speech began, once, as soon as the session's VAD has heard it.
         `cleaner` cleans the audio as it comes, in its own threads; the session closes it.
         """
         self.engine = engine
@@ -115,7 +120,8 @@ class AsrSession:
         self._follower: asyncio.Task[None] | None = None
         self._first_audio: float | None = None
         self._finishing = False
-        self._patience = PATIENCE[end_of_turn] if end_of_turn else None
+        self._patience = _patience(end_of_turn, max_silence)
+        self._on_speech = on_speech
         self._vad_step = TURN_VAD_STEP if end_of_turn else VAD_STEP
         self._limits = limits or TurnLimits(max_speech=max_seconds, no_speech=max_seconds)
         self._turn_model = turn_model
@@ -242,6 +248,23 @@ class AsrSession:
             self._turn.exception()  # seen: a frontend that did not wait for the end has no use for its error
         self.hold.close()
 
+    @property
+    def turn_over(self) -> bool:
+        """Whether the server has ended the turn (or the session is closed): audio fed now is dropped."""
+        return self._turn.done()
+
+    @property
+    def samples(self) -> int:
+        """Audio kept so far, at 16 kHz."""
+        return self._samples
+
+    def after_turn(self) -> np.ndarray:
+        """The audio that came after the end of the turn (none before it ends): the start of a next turn. Call it
+        with no `feed` in flight, whose piece would be part of it."""
+        if not self._turn.done() or self._turn.cancelled() or self._turn.exception() is not None:
+            return np.zeros(0, dtype=np.float32)
+        return self._buffer[self._turn.result().samples : self._samples].copy()
+
     async def turn_end(self) -> TurnEnd:
         """Once the server judges the speaker's turn ended (a request with `end_of_turn` only); `finish` then
         transcribes the turn. Raises what stopped the judging (e.g. a busy server)."""
@@ -262,6 +285,9 @@ class AsrSession:
             except WisError as err:  # busy: what is said so far is scored at the end
                 _LOGGER.debug("No partial transcript: %s", err)
                 continue
+            if self._on_speech is not None and (start := self._detector.speech_start()) is not None:
+                on_speech, self._on_speech = self._on_speech, None
+                await on_speech(start)
             # a file is not a speaker: not even its first second, which the slack for a live client's buffers lets in
             if self._patience is not None and not self._finishing and self._live(slack=0.0):
                 try:
@@ -376,7 +402,7 @@ class AsrSession:
         arrived = None if speech_end is None else next((t for n, t in self._arrivals if n >= speech_end), None)
         kept = self._buffer[:samples]
         self._kept = kept if speech_end is None else _padded(kept, speech_end)
-        self._turn.set_result(TurnEnd(reason, samples, arrived))
+        self._turn.set_result(TurnEnd(reason, samples, arrived, speech_end))
         _LOGGER.debug("Turn ended (%s) after %.2f s", reason, samples / WHISPER_RATE)
         return True
 
@@ -487,6 +513,16 @@ class AsrSession:
             await asyncio.to_thread(work)
         else:
             await self._cleaner.run(work)
+
+
+def _patience(end_of_turn: str | None, max_silence: float | None) -> Patience | None:
+    """How long a turn the session ends waits: the sensitivity's, its silence cut to `max_silence` if shorter."""
+    if end_of_turn is None:
+        return None
+    patience = PATIENCE[end_of_turn]
+    if max_silence is None or max_silence >= patience.silence:
+        return patience
+    return dataclasses.replace(patience, silence=max_silence)
 
 
 def _padded(audio: np.ndarray, speech_end: int, pad: int = PAD) -> np.ndarray:
