@@ -18,8 +18,9 @@ from typing import Any
 
 import aiohttp
 import pytest
-from helpers import CORPUS, Pcm, Server, assert_stops_cleanly, load_audio, start_server, wer
+from helpers import CORPUS, Pcm, Server, assert_stops_cleanly, load_audio, normalise, start_server, wav_bytes, wer
 from openai import AsyncOpenAI
+from test_wyoming_turn import paused_after
 
 RATE = 24000
 CHUNK = 4800  # bytes: 100 ms of 24 kHz 16-bit mono
@@ -42,7 +43,9 @@ def realtime(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
 
 def sdk(server: Server) -> AsyncOpenAI:
     return AsyncOpenAI(
-        api_key="unused", base_url=server.http_url + "/v1", websocket_base_url=f"ws://{server.host}:{server.http_port}/v1"
+        api_key="unused",
+        base_url=server.http_url + "/v1",
+        websocket_base_url=f"ws://{server.host}:{server.http_port}/v1",
     )
 
 
@@ -128,14 +131,34 @@ async def test_server_vad_ends_each_turn_with_deltas_first(realtime: Server) -> 
     assert first_delta < kinds.index("input_audio_buffer.speech_stopped")
 
 
+async def test_a_paused_command_stays_one_turn_with_semantic_vad(realtime: Server) -> None:
+    """ "Set a timer for ... ten minutes": the words before the pause cannot be a whole request, so the turn goes
+    on through the pause (0.7 s, longer than OpenAI's default silence_duration_ms)."""
+    paused = await paused_after(realtime, "Set a timer for ten minutes.", "for", pause=0.7)
+    speech = load_audio(wav_bytes(paused), rate=RATE)
+    async with connect(realtime) as connection:
+        session = {"type": TRANSCRIPTION, "audio": {"input": {"transcription": {"language": "en"},
+                   "turn_detection": {"type": "semantic_vad", "eagerness": "auto"}}}}  # fmt: skip
+        await connection.session.update(session=session)
+        await events_until(connection, "session.updated")
+        await send(connection, speech.audio + bytes(3 * RATE * 2), paced=True)
+        events = await events_until(connection, "conversation.item.input_audio_transcription.completed", 1, 30)
+        await asyncio.sleep(1.0)  # a second turn would have ended by now
+        await connection.input_audio_buffer.clear()
+        later = await events_until(connection, "input_audio_buffer.cleared", 1, 10)
+    completed = [event for event in events + later if event.type.endswith("transcription.completed")]
+    assert len(completed) == 1 and "minutes" in normalise(completed[0].transcript), completed
+
+
 async def test_beta_shape(realtime: Server) -> None:
     pcm, text = clip("LJ001-0001")
     async with connect(realtime, beta=True) as connection:
-        await connection.send({"type": "transcription_session.update", "session": {"input_audio_format": "pcm16",
-            "input_audio_transcription": {"model": "whisper-1", "language": "en"}, "turn_detection": None}})  # fmt: skip
+        session = {"input_audio_format": "pcm16", "turn_detection": None,
+                   "input_audio_transcription": {"model": "whisper-1", "language": "en"}}  # fmt: skip
+        await connection.send({"type": "transcription_session.update", "session": session})
         updated = (await events_until(connection, "transcription_session.updated"))[-1]
-        session = updated.session  # the GA client does not know the beta event: a dict
-        assert session["input_audio_format"] == "pcm16" and session["turn_detection"] is None
+        effective = updated.session  # the GA client does not know the beta event: a dict
+        assert effective["input_audio_format"] == "pcm16" and effective["turn_detection"] is None
         await send(connection, pcm.audio, paced=False)
         await connection.input_audio_buffer.commit()
         completed = (await events_until(connection, "conversation.item.input_audio_transcription.completed"))[-1]
