@@ -97,7 +97,7 @@ class Listening:
         self, core: Core, request: AsrRequest, *, frontend: Frontend, on_event: OnEvent, many: bool = False
     ) -> None:
         """`request` is checked at once (`Core.resolve`); each turn opens a session for it."""
-        core.resolve(request)
+        self.decoding = core.resolve(request)
         self.request = request
         self._core = core
         self._frontend = frontend
@@ -116,6 +116,16 @@ class Listening:
     def seconds(self) -> float:
         """Audio in the turn being heard, so far."""
         return 0.0 if self._turn is None else self._turn.session.seconds
+
+    @property
+    def over(self) -> bool:
+        """A listening of one turn whose turn has ended (or failed): it takes no more audio."""
+        return self._over
+
+    @property
+    def answering(self) -> bool:
+        """Whether a turn that ended is still being answered."""
+        return bool(self._answers)
 
     @property
     def heard(self) -> float:
@@ -171,7 +181,8 @@ class Listening:
         if self._turn is not None:
             self._drop(self._turn)
         for task in self._answers:
-            task.cancel()
+            if task is not asyncio.current_task():  # (an answer's own event may end the listening)
+                task.cancel()
 
     # -- turns -------------------------------------------------------------------
 
@@ -260,8 +271,14 @@ class Listening:
         await self._emit(TurnEnded(turn.number, by, reason, start, start + until / WHISPER_RATE))
         task = self._last_answer = asyncio.create_task(self._answer(turn, ended, self._last_answer))
         self._answers.add(task)
-        task.add_done_callback(self._answers.discard)
+        task.add_done_callback(self._answered)
         return task
+
+    def _answered(self, task: asyncio.Task[None]) -> None:
+        """An answer has gone out (or could not: a client that left is no error)."""
+        self._answers.discard(task)
+        if not task.cancelled() and not isinstance(err := task.exception(), ConnectionError | None):
+            _LOGGER.error("Error answering a turn", exc_info=err)
 
     async def _answer(self, turn: _Turn, ended: float, before: asyncio.Task[None] | None) -> None:
         """Transcribe the turn; its `Final` (or `Failed`) goes out after the turn before's."""
@@ -270,6 +287,8 @@ class Listening:
                 transcript = await turn.session.finish(ended)
         except WisError as err:
             outcome: TurnEvent = Failed(turn.number, err)
+        except ConnectionError:  # the client left while its partial text was sent
+            raise
         except Exception:  # a bug: the client hears of it, the server goes on
             _LOGGER.exception("Error transcribing a turn")
             outcome = Failed(turn.number, WisError("Internal error transcribing the turn; see the server log"))
