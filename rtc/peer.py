@@ -14,14 +14,13 @@ names `large` there. At `start` (or in the query) an unknown model or language
 is an `error`, and no utterance starts.
 
 Hands-free (`hands_free` at `start` or in the query) needs no `stop`: the
-session ends each turn itself when the speaker pauses (`AsrSession.turn_end`),
-the turn is answered as a `stop` would be, and the next turn starts on its
-own with the same parameters (`_hands_free`), until `stop` (which ends the
-turn in progress as usual), a new `start`, or the end of the connection. One
-session at a time: the next opens once the last is answered, and the audio
-that comes meanwhile is kept for it, so no word said early is lost; a `stop`
-that comes meanwhile stops that next turn. A turn in which nobody spoke is
-not answered; the next simply starts.
+core's turn controller (`Core.listen`, many turns) ends each turn when the
+speaker is done, the turn is answered as a `stop` would be (`turn-end`, then
+`infer`), and the next turn begins at once with the same parameters, the audio
+said after the end included, until `stop` (which ends the turn in progress as
+usual, answered after those before it), a new `start`, or the end of the
+connection. A turn in which nobody spoke is not answered; the next simply
+starts.
 
 Wake words (`wake` to `wake-stop`) are heard in the same track's audio, apart
 from utterances and at the same time as them: each `detection` goes out as soon
@@ -48,7 +47,6 @@ import dataclasses
 import itertools
 import logging
 import time
-from collections import deque
 from collections.abc import Callable, Coroutine, Iterator
 from concurrent.futures import Executor
 from contextlib import contextmanager
@@ -63,8 +61,9 @@ from aiortc.rtp import RtcpByePacket
 
 from wyoming_wis import metrics
 from wyoming_wis.config import PortRange
-from wyoming_wis.core import AsrSession, Core, Heard, Transcript, WakeStream
+from wyoming_wis.core import Core, Heard, WakeStream
 from wyoming_wis.errors import UnknownModel, WisError
+from wyoming_wis.listening import Failed, Final, Partial, TurnEnded, TurnEvent
 from wyoming_wis.requests import WakeRequest
 from wyoming_wis.scheduler import patience
 from wyoming_wis.shares import client
@@ -83,7 +82,6 @@ MAX_SECTIONS = 4  # media sections in an offer; a browser's has two (the microph
 SENDING = ("sendrecv", "sendonly")  # an offer's audio directions that send the microphone
 NO_AUDIO = "The offer has no audio track: add the microphone's track before making the offer"
 NO_CHANNEL = 'The offer has no data channel: create one (e.g. "chat") before making the offer'
-BETWEEN_TURNS = 250  # frames (5 s of a browser's 20 ms) kept for the next hands-free turn while the last is answered
 
 
 class BadOffer(Exception):
@@ -157,11 +155,8 @@ class Peer:
         self._limits = limits
         self._executor = executor
         self._on_closed = on_closed
-        self._utterance: _Utterance | None = None
+        self._utterance: _Utterance | None = None  # from `start` to `stop`
         self._wake: _Wake | None = None  # listening for wake words, from `wake` to `wake-stop`
-        self._turns: asyncio.Task[None] | None = None  # hands-free: ends each turn and starts the next
-        self._between: deque[av.AudioFrame] = deque(maxlen=BETWEEN_TURNS)  # audio for the next hands-free turn
-        self._stop_next: Params | None = None  # a stop that came between two hands-free turns
         self._tasks: set[asyncio.Task[Any]] = set()
         self._reading = False
         self._connected = False  # has been connected, at some point
@@ -353,119 +348,38 @@ class Peer:
     # -- utterances -----------------------------------------------------------------
 
     def _start(self, channel: RTCDataChannel, params: Params) -> None:
-        self._end_hands_free()
         if self._utterance is not None:  # a second start begins again, as WIS's recorder did
             self._utterance.cancel()
             self._utterance = None
             _send(channel, messages.log("Started again; the audio before is dropped"))
-        utterance = self._utterance = self._open(channel, params.over(self._defaults))
-        if utterance.params.hands_free:
-            self._turns = self._spawn(self._hands_free(utterance))
-
-    def _open(self, channel: RTCDataChannel, params: Params) -> _Utterance:
-        utterance = _Utterance(channel, params)
         with client(self.remote):
-            # `heard` also without partials: the session decodes ahead only for a listener
-            session = self._core.open_asr(params.request(), frontend="webrtc", on_text=utterance.heard)
-        utterance.begin(session, Listener(session, self._executor))
-        return utterance
+            self._utterance = _Utterance(self._core, channel, params.over(self._defaults), self._executor)
 
     def _stop(self, channel: RTCDataChannel, params: Params) -> None:
-        utterance = self._utterance
-        if utterance is None and self._turns is not None:
-            self._stop_next = params  # hands-free, between two turns: it stops the next turn once that opens
-            return
-        self._end_hands_free()
+        utterance, self._utterance = self._utterance, None
         if utterance is None:
             raise BadMessage("stop without start: send start first", NOT_STARTED)
-        self._utterance = None
-        stopped = time.perf_counter()
         _send(channel, messages.log("Doing ASR..."))
-        self._spawn(self._finish(utterance, params, stopped))
-
-    def _end_hands_free(self) -> None:
-        """No next hands-free turn will start; the one in progress goes on."""
-        self._turns, self._stop_next = None, None
-        self._between.clear()
-
-    async def _hands_free(self, utterance: _Utterance) -> None:
-        """Each turn answered as `stop` would once the server ends it, then the next, while this run lasts.
-
-        The run lasts while `_turns` is this task. A session closed by someone else (`stop`'s answer, a new
-        `start`, an audio error, the connection's end) cancels the wait for its turn's end, and so this task.
-        """
-        try:
-            while True:
-                try:
-                    end = await utterance.session.turn_end()
-                except Exception:  # a bug judging the turn: hands-free ends, and `stop` answers this turn
-                    self._report_bug(utterance.channel, "ending a turn")
-                    return
-                if self._utterance is not utterance:  # stopped meanwhile: `stop` answers it
-                    return
-                self._utterance = None  # frames go to `_between` until the next turn opens
-                if end.reason == "no-speech":
-                    utterance.discard()
-                else:
-                    _send(utterance.channel, messages.turn_end(end.reason))
-                    await self._finish(utterance, Params(), end.speech_ended or time.perf_counter())
-                if self._turns is not asyncio.current_task() or self.closed:
-                    return
-                utterance = self._utterance = self._open(utterance.channel, utterance.params)
-                for frame in self._between:
-                    utterance.listener.add(frame)  # fed with the next frame
-                self._between.clear()
-                if self._stop_next is not None:  # so that each stop is answered, in order, as the client counts
-                    self._stop(utterance.channel, self._stop_next)
-                    return
-        except WisError as err:  # opening the next turn failed (e.g. its model was unloaded): the client hears
-            self._refuse(utterance.channel, err)
-        finally:
-            if self._turns is asyncio.current_task():
-                self._end_hands_free()
+        self._spawn(self._finish(utterance, params, time.perf_counter()))
 
     async def _finish(self, utterance: _Utterance, params: Params, stopped: float) -> None:
+        """Answer the turn in progress (after any before it), decoded with stop's parameters over start's."""
         try:
-            await utterance.listener.drain()
+            final = params.over(utterance.params)
+            try:
+                decoding = self._core.resolve(final.request())
+            except UnknownModel:
+                running = utterance.listening.decoding.model
+                note = f"Model {quote(final.model)} is not loaded; transcribing with {running}"
+                _send(utterance.channel, messages.log(note))
+                final = dataclasses.replace(final, model=utterance.params.model)
+                decoding = self._core.resolve(final.request())
             with patience(self._limits.max_wait):
-                transcript = await self._transcribe(utterance, params, stopped)
+                await utterance.stop(final, decoding.model, stopped)
         except WisError as err:
-            utterance.end(err)
             self._refuse(utterance.channel, err)
-            return
-        except BaseException:
-            utterance.cancel()
-            raise
-        took = time.perf_counter() - stopped
-        utterance.end(None)
-        _send(
-            utterance.channel,
-            messages.infer(transcript.text, transcript.language, transcript.duration, took, utterance.model),
-        )
-        _LOGGER.debug("WebRTC connection %d: %.1f s of audio, transcript in %.3f s", self.id, transcript.duration, took)
-
-    async def _transcribe(self, utterance: _Utterance, params: Params, stopped: float) -> Transcript:
-        """The final transcript: the running session's, or a decode of its audio with stop's parameters."""
-        session = utterance.session
-        final = params.over(utterance.params)
-        try:
-            decoding = self._core.resolve(final.request())
-        except UnknownModel:
-            _send(
-                utterance.channel,
-                messages.log(f"Model {quote(final.model)} is not loaded; transcribing with {session.engine.name}"),
-            )
-            final = dataclasses.replace(final, model=utterance.params.model)
-            decoding = self._core.resolve(final.request())
-        if decoding == self._core.resolve(utterance.params.request()):
-            return await session.finish(stopped)
-        _LOGGER.debug("WebRTC connection %d: decoding again with stop's parameters", self.id)
-        await session.end_audio()  # all of its audio, cleaned (--noise-suppression) to the end
-        session.close()  # its decodes ahead are of no use now
-        utterance.model = decoding.model
-        async with self._core.open_asr(final.request(), frontend="webrtc") as again:
-            await again.feed_samples(session.audio(), cleaned=True)
-            return await again.finish(stopped)
+        finally:
+            utterance.cancel()  # a turn still open (none, but for a failure) is dropped
 
     async def _read(self, track: MediaStreamTrack) -> None:
         """Drain the track for the connection's life; frames go to the running utterance, if any."""
@@ -476,18 +390,15 @@ class Peer:
                 return
             await self._hear_wake_words(frame)
             utterance = self._utterance
-            if utterance is None:
-                if self._turns is not None:  # hands-free, between two turns: the start of the next one
-                    self._between.append(frame)
-                continue
-            if not utterance.listener.add(frame):
+            if utterance is None or not utterance.listener.add(frame):
                 continue
             try:
                 await utterance.listener.feed()
             except WisError as err:  # e.g. past --max-audio-seconds: this utterance ends, the connection stays
                 if self._utterance is utterance:
                     self._utterance = None
-                utterance.end(err)
+                utterance.failed(err)
+                utterance.cancel()
                 self._refuse(utterance.channel, err)
 
     def _report_bug(self, channel: RTCDataChannel, doing: str) -> None:
@@ -566,49 +477,80 @@ class _Wake:
 
 
 class _Utterance:
-    """From `start` to `infer`: the session, its audio, the text sent so far, and its count in the metrics."""
+    """From `start` to `stop`: the listening (one turn, or hands-free many), the track's audio into it, and each
+    turn's text so far and count in the metrics."""
 
-    def __init__(self, channel: RTCDataChannel, params: Params) -> None:
+    def __init__(self, core: Core, channel: RTCDataChannel, params: Params, executor: Executor | None) -> None:
         self.channel = channel
         self.params = params
-        self.text = ""
-        self.model = ""
-        self.session: AsrSession
-        self.listener: Listener
-        self._request: metrics.Request
+        many = params.hands_free
+        self.listening = core.listen(params.request(), frontend="webrtc", on_event=self._on_turn, many=many)
+        self.model = self.listening.decoding.model  # the model that answers, as `infer` says
+        self.listener = Listener(self.listening, executor)
+        self._texts: dict[int, str] = {}  # each turn's text so far
+        self._ended: dict[int, float] = {}  # when each turn's speech ended (or the stop came), for `infer_time`
+        self._hearing: metrics.Request | None = metrics.Request("webrtc", "utterance")  # the turn being heard
+        self._answering: dict[int, metrics.Request] = {}  # turns ended, until answered
+        self._stopped = False
 
-    def begin(self, session: AsrSession, listener: Listener) -> None:
-        self.session, self.listener, self.model = session, listener, session.engine.name
-        self._request = metrics.Request("webrtc", "utterance")
+    async def stop(self, final: Params, model: str, stopped: float) -> None:
+        """Answer the turn in progress as `final` asks (with `model`), after those ended before it."""
+        await self.listener.drain()
+        self._stopped = True
+        self.model = model
+        answer = await self.listening.commit(stopped, final.request())
+        if answer is not None:
+            await asyncio.gather(answer, return_exceptions=True)  # its failure is sent by `_on_turn`
+        await self.listening.drain()
 
-    async def heard(self, piece: str) -> None:
-        """The session's next stable words: send all the text so far, while the user still speaks."""
-        self.text += piece
-        if self.listener.stopped or self.params.partials is False:
-            return  # after stop, `infer` follows with the whole text
-        try:
-            _send(self.channel, messages.partial(self.text, self.session.options.language), strict=True)
-        except InvalidStateError as err:
-            raise ConnectionError("the data channel is closed") from err
+    async def _on_turn(self, event: TurnEvent) -> None:
+        """The core's turn events, as WIS's messages: `partial` (all the text so far), `turn-end`, `infer`."""
+        if isinstance(event, Partial):
+            self._texts[event.turn] = text = self._texts.get(event.turn, "") + event.text
+            ended = self._stopped or event.turn in self._ended  # then `infer` has it all
+            if not ended and self.params.partials is not False:
+                try:
+                    _send(self.channel, messages.partial(text, self.listening.decoding.options.language), strict=True)
+                except InvalidStateError as err:
+                    raise ConnectionError("the data channel is closed") from err
+        elif isinstance(event, TurnEnded):
+            self._answering[event.turn] = self._next_turn()
+            self._ended[event.turn] = event.ended_at
+            if event.by == "server":
+                _send(self.channel, messages.turn_end(event.reason))
+        elif isinstance(event, Final):
+            self._texts.pop(event.turn, None)
+            self._answering.pop(event.turn).done()
+            transcript, took = event.transcript, time.perf_counter() - self._ended.pop(event.turn)
+            infer = messages.infer(transcript.text, transcript.language, transcript.duration, took, self.model)
+            _send(self.channel, infer)
+        elif isinstance(event, Failed):  # a turn ended, or the one being heard (its end could not be judged)
+            self._texts.pop(event.turn, None)
+            self._ended.pop(event.turn, None)
+            request = self._answering.pop(event.turn, None) or self._next_turn()
+            if request is not None:
+                request.failed(event.error)
+            _LOGGER.warning("WebRTC turn failed: %s (%s)", event.error.message, event.error.code)
+            _send(self.channel, messages.error(event.error.message, event.error.code))
 
-    def end(self, err: WisError | None) -> None:
-        self.listener.close()
-        self.session.close()
-        if err is None:
-            self._request.done()
-        else:
-            self._request.failed(err)
+    def _next_turn(self) -> metrics.Request | None:
+        """The turn being heard is over: its count, and (hands-free, not stopped) the next turn's."""
+        request = self._hearing
+        self._hearing = metrics.Request("webrtc", "utterance") if self.params.hands_free and not self._stopped else None
+        return request
+
+    def failed(self, err: WisError) -> None:
+        """The turn being heard failed (its audio, e.g. past --max-audio-seconds)."""
+        if self._hearing is not None:
+            self._hearing.failed(err)
 
     def cancel(self) -> None:
+        """Drop what is still open, counted as cancelled: the turn being heard, and those not answered yet."""
         self.listener.close()
-        self.session.close()
-        self._request.done("cancelled")
-
-    def discard(self) -> None:
-        """A hands-free turn in which nobody spoke: no utterance, not counted as one."""
-        self.listener.close()
-        self.session.close()
-        self._request.end()
+        self.listening.close()
+        for request in [self._hearing, *self._answering.values()]:
+            if request is not None:
+                request.done("cancelled")
 
 
 def _send(channel: RTCDataChannel, text: str, strict: bool = False) -> None:

@@ -62,6 +62,7 @@ class TurnEnded:
     reason: str  # the server's (asr/turn.py Reason), or "commit"
     start: float  # seconds into the listening's audio where the turn began
     end: float  # ... where its speech ended (the server's end) or its audio (the client's)
+    ended_at: float  # time.perf_counter() when that speech arrived (the server's end), or of the client's commit
 
 
 @dataclass(frozen=True)
@@ -141,20 +142,31 @@ class Listening:
     async def feed(self, pcm: bytes, audio_format: AudioFormat) -> None:
         """Add audio to the turn being heard (opening it, or the next, as needed). An error (e.g. past
         --max-audio-seconds) ends that turn unanswered and is raised; the next audio opens a new one."""
+        await self._feed(lambda session: session.feed(pcm, audio_format))
+
+    async def feed_samples(self, samples: np.ndarray) -> None:
+        """As `feed`, for audio already at 16 kHz mono float32 (WebRTC's, resampled in its codec threads)."""
+        await self._feed(lambda session: session.feed_samples(samples))
+
+    async def _feed(self, feed: Callable[[AsrSession], Awaitable[None]]) -> None:
         async with self._lock:
             turn = await self._current()
             if turn is None:
                 return
             try:
-                await turn.session.feed(pcm, audio_format)
+                await feed(turn.session)
             except BaseException:
                 self._drop(turn)
                 raise
 
-    async def commit(self, ended: float | None = None) -> asyncio.Task[None] | None:
+    async def commit(self, ended: float | None = None, request: AsrRequest | None = None) -> asyncio.Task[None] | None:
         """The client ends the turn being heard (`ended`: when its audio ended, `time.perf_counter()`; by default
         now); returns the task that answers it. Where the server ended a listening's one turn already, its answer
-        (None if it failed). Busy where MAX_ANSWERING turns wait for their transcripts."""
+        (None if it failed). Busy where MAX_ANSWERING turns wait for their transcripts.
+
+        `request` is the client's last word on how to decode this turn (WebRTC's `stop`): where it decodes
+        otherwise than the listening's (another model, language, beam), the turn's audio is decoded again with it.
+        """
         ended = time.perf_counter() if ended is None else ended
         async with self._lock:
             turn = await self._current()
@@ -162,7 +174,7 @@ class Listening:
                 return self._last_answer
             if len(self._answers) >= MAX_ANSWERING:
                 raise Busy(f"{MAX_ANSWERING} turns are still being transcribed; wait for their transcripts")
-            return await self._end(turn, "client", "commit", ended, turn.session.samples)
+            return await self._end(turn, "client", "commit", ended, turn.session.samples, request=request)
 
     async def clear(self) -> None:
         """Drop the audio of the turn being heard, unanswered."""
@@ -262,14 +274,16 @@ class Listening:
         ended: float,
         until: int,
         kept: int | None = None,
+        request: AsrRequest | None = None,
     ) -> asyncio.Task[None]:
         """Tell the frontend the turn ended (its speech `until` a sample; it `kept` that many, by default all),
-        and start answering it."""
+        and start answering it (decoded as `request` asks, if given)."""
         self._finish_turn(turn, turn.session.samples if kept is None else kept)
         self._over = not self._many
         start = turn.start / WHISPER_RATE
-        await self._emit(TurnEnded(turn.number, by, reason, start, start + until / WHISPER_RATE))
-        task = self._last_answer = asyncio.create_task(self._answer(turn, ended, self._last_answer))
+        await self._emit(TurnEnded(turn.number, by, reason, start, start + until / WHISPER_RATE, ended))
+        answer = self._answer(turn, ended, self._last_answer, request)
+        task = self._last_answer = asyncio.create_task(answer)
         self._answers.add(task)
         task.add_done_callback(self._answered)
         return task
@@ -280,11 +294,16 @@ class Listening:
         if not task.cancelled() and not isinstance(err := task.exception(), ConnectionError | None):
             _LOGGER.error("Error answering a turn", exc_info=err)
 
-    async def _answer(self, turn: _Turn, ended: float, before: asyncio.Task[None] | None) -> None:
+    async def _answer(
+        self, turn: _Turn, ended: float, before: asyncio.Task[None] | None, request: AsrRequest | None
+    ) -> None:
         """Transcribe the turn; its `Final` (or `Failed`) goes out after the turn before's."""
         try:
             async with turn.session:
-                transcript = await turn.session.finish(ended)
+                if request is None or self._core.resolve(request) == self.decoding:
+                    transcript = await turn.session.finish(ended)
+                else:
+                    transcript = await self._decode_again(turn.session, request, ended)
         except WisError as err:
             outcome: TurnEvent = Failed(turn.number, err)
         except ConnectionError:  # the client left while its partial text was sent
@@ -297,6 +316,15 @@ class Listening:
         if before is not None:
             await asyncio.gather(before, return_exceptions=True)
         await self._emit(outcome)
+
+    async def _decode_again(self, session: AsrSession, request: AsrRequest, ended: float) -> Transcript:
+        """The turn's audio decoded as `request` asks: its session's decodes ahead are of no use."""
+        _LOGGER.debug("Decoding a turn again, as its client asked at its end")
+        await session.end_audio()  # all of its audio, cleaned (--noise-suppression) to the end
+        session.close()
+        async with self._core.open_asr(request, frontend=self._frontend) as again:
+            await again.feed_samples(session.audio(), cleaned=True)
+            return await again.finish(ended)
 
     async def _fail(self, turn: _Turn, err: WisError) -> None:
         self._drop(turn)
