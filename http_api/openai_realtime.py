@@ -5,7 +5,8 @@ The client streams audio (`input_audio_buffer.append`, base64 PCM at 24 kHz or G
 then `conversation.item.input_audio_transcription.completed`. Turns are the core's (`wyoming_wis/listening.py`,
 the same as Wyoming's and WebRTC's): with `server_vad` or `semantic_vad` the server ends each on what was said and
 the pause after it, with `turn_detection: null` the client's `commit` does. Both shapes of the protocol are served:
-GA, and beta (the `OpenAI-Beta: realtime=v1` header; `transcription_session.*`). See realtime_config.py for the
+GA, and beta (the `OpenAI-Beta: realtime=v1` header, or from a browser the subprotocol `openai-beta.realtime-v1`;
+`transcription_session.*`). See realtime_config.py for the
 session's fields.
 
 Every client event is hostile until parsed: a frame of over MAX_EVENT_BYTES, invalid JSON, an unknown event, bad
@@ -37,6 +38,7 @@ from wyoming_wis.values import quote
 from .errors import ApiError
 from .limits import SEND_TIMEOUT
 from .realtime_config import PCM, PCMU, BadEvent, Config
+from .security import subprotocols
 from .state import core_of
 
 _LOGGER = logging.getLogger(__name__)
@@ -47,7 +49,8 @@ MAX_EVENT_BYTES = 1024 * 1024  # a client event; 10 s of 24 kHz PCM is 640 KB in
 MAX_FRAME_BYTES = 4 * MAX_EVENT_BYTES  # larger still: the WebSocket is closed (1009), unread
 MIN_COMMIT_SECONDS = 0.1  # OpenAI's least audio for a commit
 MAX_EVENT_ID_CHARS = 64  # of a client's event_id, echoed in its errors
-SUBPROTOCOL = "realtime"  # what a browser asks for (with its key as another subprotocol)
+SUBPROTOCOL = "realtime"  # what a browser asks for (with its key as another subprotocol: security.py)
+BETA_SUBPROTOCOL = "openai-beta.realtime-v1"  # a browser's OpenAI-Beta: realtime=v1
 HEARTBEAT_SECONDS = 30.0
 
 
@@ -81,7 +84,9 @@ async def realtime(request: web.Request) -> web.StreamResponse:
         raise ApiError(429, err.message, None, "too_many_sessions") from None
     try:
         await socket.prepare(request)
-        beta = request.headers.get("OpenAI-Beta", "").replace(" ", "") == "realtime=v1"
+        beta = request.headers.get("OpenAI-Beta", "").replace(" ", "") == "realtime=v1" or (
+            BETA_SUBPROTOCOL in subprotocols(request.headers)
+        )
         session = RealtimeSession(core, request, socket, beta)
         await session.run()
     finally:

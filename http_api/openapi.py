@@ -697,6 +697,11 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
     ("get", "/rtc"): _page(
         "Pages", "Press to talk: the microphone over WebRTC, partial and final text (open without credentials)"
     ),
+    ("get", "/realtime"): _page(
+        "Pages",
+        "Hands-free transcription over OpenAI's Realtime API (/v1/realtime): the microphone as 24 kHz PCM, each "
+        "turn's text as it is spoken (open without credentials)",
+    ),
     ("get", "/static/{asset}"): _files("Pages", "The pages' scripts, stylesheet and icon, served from the package"),
 }
 
