@@ -532,6 +532,24 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
         "parameters": [{"name": "model_id", "in": "path", "required": True, "schema": STRING}],
         "responses": {"200": _json(_schema("Model"), "The model"), **_errors(404, 503)},
     },
+    ("get", "/v1/realtime"): {
+        "tags": ["OpenAI"],
+        "summary": "Live transcription: OpenAI's Realtime API, transcription sessions, over a WebSocket",
+        "description": "Open with a WebSocket (Upgrade: websocket) and ?intent=transcription; the header OpenAI-Beta: "
+        "realtime=v1 (or the subprotocol openai-beta.realtime-v1) picks the beta shape. The client sends JSON events: "
+        "session.update (or transcription_session.update), input_audio_buffer.append (base64 PCM, 24 kHz, or "
+        "G.711), .commit and .clear; the server sends session.created/updated, input_audio_buffer.speech_started, "
+        ".speech_stopped, .committed and .cleared, conversation.item.input_audio_transcription.delta, .completed "
+        "and .failed, and error (code, param, the client's event_id). With server_vad or semantic_vad the server "
+        "ends each turn on what was said; with turn_detection null the client's commit does. 400 without "
+        "intent=transcription or without the upgrade; 429 at --realtime-max-sessions (or half of them from one "
+        "address).",
+        "parameters": [_query("intent", "transcription: the only kind of session served", STRING, required=True)],
+        "responses": {
+            "101": {"description": "Switching protocols: the session's events follow on the WebSocket"},
+            **_errors(400, 401, 403, 429, 503),
+        },
+    },
     ("get", "/v1/audio/voices"): {
         "tags": ["OpenAI"],
         "summary": "Voices, their languages and speakers",
