@@ -72,6 +72,9 @@ async def realtime(request: web.Request) -> web.StreamResponse:
             "intent",
             "invalid_value",
         )
+    # the beta SDK (and speaches' clients) name the model in the query: the session's transcription model
+    config = Config(model=model) if (model := request.query.get("model")) else Config()
+    core.resolve(config.request())  # an unknown model: 404, before the upgrade
     socket = web.WebSocketResponse(
         protocols=(SUBPROTOCOL,), max_msg_size=MAX_FRAME_BYTES, compress=False, heartbeat=HEARTBEAT_SECONDS
     )
@@ -87,7 +90,7 @@ async def realtime(request: web.Request) -> web.StreamResponse:
         beta = request.headers.get("OpenAI-Beta", "").replace(" ", "") == "realtime=v1" or (
             BETA_SUBPROTOCOL in subprotocols(request.headers)
         )
-        session = RealtimeSession(core, request, socket, beta)
+        session = RealtimeSession(core, request, socket, beta, config)
         await session.run()
     finally:
         slots.give(owner)
@@ -97,13 +100,15 @@ async def realtime(request: web.Request) -> web.StreamResponse:
 class RealtimeSession:
     """One client's transcription session: its configuration, its listening, and the ids it has been told."""
 
-    def __init__(self, core: Core, request: web.Request, socket: web.WebSocketResponse, beta: bool) -> None:
+    def __init__(
+        self, core: Core, request: web.Request, socket: web.WebSocketResponse, beta: bool, config: Config
+    ) -> None:
         self.core = core
         self.request = request
         self.socket = socket
         self.beta = beta
         self.id = "sess_" + secrets.token_hex(12)
-        self.config = Config()
+        self.config = config
         self._events = itertools.count(1)
         self._listenings = itertools.count(1)
         self._listening: Listening | None = None

@@ -151,14 +151,16 @@ async def test_a_paused_command_stays_one_turn_with_semantic_vad(realtime: Serve
 
 
 async def test_beta_shape(realtime: Server) -> None:
+    """The SDK's beta client (`OpenAI-Beta: realtime=v1`, the model in the query) and transcription_session.update."""
     pcm, text = clip("LJ001-0001")
-    async with connect(realtime, beta=True) as connection:
-        session = {"input_audio_format": "pcm16", "turn_detection": None,
-                   "input_audio_transcription": {"model": "whisper-1", "language": "en"}}  # fmt: skip
-        await connection.send({"type": "transcription_session.update", "session": session})
+    beta = sdk(realtime).beta.realtime.connect(model="whisper-1", extra_query={"intent": TRANSCRIPTION})
+    async with beta as connection:
+        created = await asyncio.wait_for(connection.recv(), 10)
+        assert created.type == "transcription_session.created"
+        await connection.transcription_session.update(session={"input_audio_format": "pcm16", "turn_detection": None,
+            "input_audio_transcription": {"model": "whisper-1", "language": "en"}})  # fmt: skip
         updated = (await events_until(connection, "transcription_session.updated"))[-1]
-        effective = updated.session  # the GA client does not know the beta event: a dict
-        assert effective["input_audio_format"] == "pcm16" and effective["turn_detection"] is None
+        assert updated.session.input_audio_format == "pcm16" and updated.session.turn_detection is None
         await send(connection, pcm.audio, paced=False)
         await connection.input_audio_buffer.commit()
         completed = (await events_until(connection, "conversation.item.input_audio_transcription.completed"))[-1]
