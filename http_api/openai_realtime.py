@@ -24,6 +24,7 @@ import itertools
 import json
 import logging
 import secrets
+from contextlib import suppress
 from typing import Any
 
 import av
@@ -119,7 +120,7 @@ class RealtimeSession:
         self._told: set[str] = set()  # items the client has been told of (speech_started or committed)
         self._held: dict[str, str] = {}  # text of items not told of yet
         self._last_item: str | None = None  # the last committed item
-        self._closing: list[Listening] = []  # listenings of an earlier configuration, finishing their turns
+        self._retiring: dict[Listening, asyncio.Task[None]] = {}  # of an earlier configuration, finishing turns
         self._warned = False  # the client's first mistake has been logged as a warning
 
     async def run(self) -> None:
@@ -145,9 +146,10 @@ class RealtimeSession:
         except ConnectionError:
             pass  # the client left, or stopped reading
         finally:
-            for listening in [*self._closing, self._listening]:
-                if listening is not None:
-                    listening.close()
+            for retiring in self._retiring.values():
+                retiring.cancel()  # which closes its listening
+            if self._listening is not None:
+                self._listening.close()
             await self.socket.close()
 
     # -- client events ------------------------------------------------------------
@@ -230,18 +232,19 @@ class RealtimeSession:
         self._bases[number] = self._base
         self._listening = self.core.listen(config.request(), frontend="realtime", on_event=on_event, many=True)
         if old is not None:
-            self._closing.append(old)
-            asyncio.create_task(self._retire(old))
+            self._retiring[old] = asyncio.create_task(self._retire(old))
         return self._listening
 
     async def _retire(self, old: Listening) -> None:
+        """The turn being heard under the old configuration is answered under it, if it holds enough audio."""
         try:
             if old.seconds >= MIN_COMMIT_SECONDS:
-                await old.commit()
+                with suppress(WisError):  # busy: that turn is dropped
+                    await old.commit()
             await old.drain()
         finally:
             old.close()
-            self._closing.remove(old)
+            self._retiring.pop(old, None)
 
     # -- turn events --------------------------------------------------------------
 

@@ -102,6 +102,22 @@ async def test_manual_commit_transcribes_the_buffer(realtime: Server) -> None:
     assert not any(event.type == "input_audio_buffer.speech_started" for event in events)  # no VAD: no speech events
 
 
+async def test_an_update_mid_turn_answers_that_turn_as_it_began(realtime: Server) -> None:
+    """A change of language with audio in the buffer: that audio is transcribed as English, the update applies
+    from the next turn."""
+    pcm, text = clip("LJ001-0001")
+    async with connect(realtime) as connection:
+        await connection.session.update(session=GA_MANUAL)
+        await events_until(connection, "session.updated")
+        await send(connection, pcm.audio, paced=False)
+        german = {"type": TRANSCRIPTION, "audio": {"input": {"transcription": {"language": "de"}}}}
+        await connection.session.update(session=german)
+        events = await events_until(connection, "conversation.item.input_audio_transcription.completed")
+    updated = [event for event in events if event.type == "session.updated"][-1]
+    assert updated.session.audio.input.transcription.language == "de"
+    assert wer([text], [events[-1].transcript]) < 0.15
+
+
 async def test_server_vad_ends_each_turn_with_deltas_first(realtime: Server) -> None:
     """Two utterances with a pause between: two turns, each with speech events and deltas, in order."""
     first, first_text = clip("LJ001-0002")
