@@ -129,6 +129,7 @@ class AsrSession:
         self._judged: int | None = None  # the end of speech whose pause was judged last
         self._doubted: int | None = None  # ... if its words were whole but the turn model heard more coming
         self._complete: int | None = None  # ... if it was judged complete: it ends the turn once it settles
+        self._judging: asyncio.Task[bool] | None = None  # the judgement of `_judged`'s pause, while it runs
         self._kept: np.ndarray | None = None  # the audio of a turn the session ended
         self._arrivals: deque[tuple[int, float]] = deque(maxlen=_ARRIVALS)  # (samples kept, when)
         self._cleaner = cleaner
@@ -242,6 +243,8 @@ class AsrSession:
             self._cleaner.close()
         if self._follower is not None:
             self._follower.cancel()
+        if self._judging is not None:
+            self._judging.cancel()
         if not self._turn.done():
             self._turn.cancel()  # nobody waits for an end that will not come
         elif not self._turn.cancelled():
@@ -273,6 +276,13 @@ class AsrSession:
     # -- ahead of the end ------------------------------------------------------
 
     async def _follow(self) -> None:
+        try:
+            await self._follow_audio()
+        finally:  # a judgement in flight lands first: its decode is the transcript `finish` needs
+            if self._judging is not None:
+                await asyncio.gather(self._judging, return_exceptions=True)
+
+    async def _follow_audio(self) -> None:
         decoded_at, interval = 0, MIN_INTERVAL  # samples received at the last decode; seconds between decodes
         while not self._finishing:
             await self._arrived.wait()
@@ -328,7 +338,9 @@ class AsrSession:
         needs anyway: judged complete, it ends the turn once it has lasted the sensitivity's `settle` (that decode
         is the transcript). Its words whole but the turn model not sure, the model listens again at the
         sensitivity's `recheck`. Any pause ends it at the sensitivity's `silence`, and so does the speaker's own
-        silence while Silero hears speech further away (`foreground_end`: a TV across the room).
+        silence while Silero hears speech further away (`foreground_end`: a TV across the room). The judgement runs
+        beside the follower (`_judged_pause`), which meanwhile goes on checking the silence: a slow decode (a busy
+        machine, a long turn) never makes a silence's end late.
         """
         assert self._patience is not None
         samples, start, end = len(audio), self._detector.speech_start(), self._detector.speech_end()
@@ -340,30 +352,54 @@ class AsrSession:
         own = self._detector.foreground_end()  # a TV across the room speaks on after the speaker: its silence
         if own is not None and (samples - own) / WHISPER_RATE >= self._patience.silence:
             return self._end("silence", samples, own)  # the audio up to now: soft last words stay in
-        if silence < self._patience.check:
+        if silence < self._patience.check or not await self._judged_pause(audio, end, silence):
             return False
-        if self._judged != end:
-            self._judged = end
-            self._complete = end if await self._sounds_complete(audio, end, silence) else None
-        elif self._doubted == end and silence >= self._patience.recheck:
-            self._doubted = None
-            probability = await self._probability(audio)
-            _LOGGER.debug("Listened again after %.2f s of silence: turn model %.2f", silence, probability)
-            if probability >= RECHECK_THRESHOLD:
-                self._complete = end
         if self._complete != end or silence < self._patience.settle:
             return False
         await self.engine.score(self._detector, self.audio())  # what came while judging: the speaker may go on
         resumed = self._detector.speech_end()  # speech inside the audio judged (a word's tail) was decoded with it
         return resumed is not None and resumed <= samples and self._end("complete", samples, end)
 
+    async def _judged_pause(self, audio: np.ndarray, end: int, silence: float) -> bool:
+        """Whether the pause ending at `end` is judged (its verdict in `_complete`); starts its judgement if not.
+
+        One judgement at a time, as a task: its result is taken at the next step after it lands, for the pause it
+        judged (one where the speaker has spoken again since is judged anew). What stopped it (busy) leaves its
+        pause to the silence, as a judgement that said no; a bug is raised.
+        """
+        judging = self._judging
+        if judging is not None:
+            if not judging.done():
+                return False
+            self._judging = None
+            try:
+                complete = judging.result()
+            except WisError as err:
+                _LOGGER.debug("Turn not judged: %s", err)
+                complete = False
+            self._complete = self._judged if complete else None
+        if self._judged != end:
+            self._judged = end
+            self._judging = asyncio.create_task(self._sounds_complete(audio, end, silence))
+            return False
+        if self._doubted == end and silence >= self._patience.recheck:  # type: ignore[union-attr]
+            self._doubted = None
+            probability = await self._probability(audio)
+            _LOGGER.debug("Listened again after %.2f s of silence: turn model %.2f", silence, probability)
+            if probability >= RECHECK_THRESHOLD:
+                self._complete = end
+        return True
+
     async def _sounds_complete(self, audio: np.ndarray, end: int, silence: float) -> bool:
         """Whether the words so far form a request, and the turn model (if there is one) hears the speaker done."""
         assert self._patience is not None
         started = time.perf_counter()
-        transcript, probability = await asyncio.gather(
-            self._ahead(_padded(audio, end)), self._probability(_padded(audio, end, TURN_PAD))
-        )
+        if self._patience.silence <= self._patience.settle:  # the silence ends the turn first: only the decode
+            transcript, probability = await self._ahead(_padded(audio, end)), 1.0  # counts (the transcript)
+        else:
+            transcript, probability = await asyncio.gather(
+                self._ahead(_padded(audio, end)), self._probability(_padded(audio, end, TURN_PAD))
+            )
         if transcript is None:
             _LOGGER.debug("Judged a pause after %.2f s of silence: its words are not clear yet", silence)
             self._doubted = None
@@ -408,8 +444,8 @@ class AsrSession:
 
     def _due(self, samples: int, speech_end: int, decoded_at: int, interval: float) -> bool:
         """Whether a decode now is worth its cost."""
-        if not self._live() or not self.engine.idle:
-            return False
+        if not self._live() or not self.engine.idle or (self._judging is not None and not self._judging.done()):
+            return False  # (a judgement's decode is the pause's: `_ahead` takes it once it lands)
         if samples - speech_end >= PAD:  # a pause: decode it once, exactly as the end would
             return decoded_at < speech_end + PAD
         if samples - speech_end >= QUIET or self._patience is not None:
