@@ -42,7 +42,9 @@ def realtime(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
 
 def sdk(server: Server) -> AsyncOpenAI:
     return AsyncOpenAI(
-        api_key="unused", base_url=server.http_url + "/v1", websocket_base_url=f"ws://{server.host}:{server.http_port}/v1"
+        api_key="unused",
+        base_url=server.http_url + "/v1",
+        websocket_base_url=f"ws://{server.host}:{server.http_port}/v1",
     )
 
 
@@ -131,8 +133,9 @@ async def test_server_vad_ends_each_turn_with_deltas_first(realtime: Server) -> 
 async def test_beta_shape(realtime: Server) -> None:
     pcm, text = clip("LJ001-0001")
     async with connect(realtime, beta=True) as connection:
-        await connection.send({"type": "transcription_session.update", "session": {"input_audio_format": "pcm16",
-            "input_audio_transcription": {"model": "whisper-1", "language": "en"}, "turn_detection": None}})  # fmt: skip
+        transcription = {"model": "whisper-1", "language": "en"}
+        update = {"input_audio_format": "pcm16", "input_audio_transcription": transcription, "turn_detection": None}
+        await connection.send({"type": "transcription_session.update", "session": update})
         updated = (await events_until(connection, "transcription_session.updated"))[-1]
         session = updated.session  # the GA client does not know the beta event: a dict
         assert session["input_audio_format"] == "pcm16" and session["turn_detection"] is None
