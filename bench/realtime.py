@@ -40,6 +40,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import json
 import math
 import re
 import sys
@@ -101,6 +102,7 @@ DELTA = "conversation.item.input_audio_transcription.delta"
 # the server's debug lines that tell how a turn was judged and ended (wyoming_wis/asr/session.py)
 JUDGING = re.compile(r"Turn ended|Judged a pause|Listened again|Decoded .* ahead|Turn not judged")
 TURN_ENDED = re.compile(r"Turn ended \(([\w-]+)\) after ([\d.]+) s")
+JUDGED = re.compile(r"Judged a pause after ([\d.]+) s of silence in ([\d.]+) s")
 
 
 @dataclass(frozen=True)
@@ -134,6 +136,8 @@ class RealtimeTurn(Turn):
     audio_end_s: float | None = None  # ... its audio_end_ms less the last speech sample's time
     end_reason: str | None = None  # the server's reason for ending that turn (its log)
     ended_audio_s: float | None = None  # ... how much audio it had then, less the last speech sample's time
+    judged_at_s: float | None = None  # ... the silence when its last pause was judged (decoded and scored)
+    judge_s: float | None = None  # ... how long that judgement took (the turn cannot end meanwhile)
     server_log: list[str] = field(default_factory=list)
 
 
@@ -282,10 +286,21 @@ def score_realtime(
 def judge_log(turn: RealtimeTurn, clip: Clip, lines: list[str]) -> None:
     """From the server's log of the turn: why the turn holding the last word ended, and with how much audio."""
     turn.server_log = [line.split(" DEBUG ", 1)[-1] for line in lines]
-    ends = [match for line in lines if (match := TURN_ENDED.search(line))]
-    if ends and not turn.cut:  # the first turn is the one holding the last word; it starts with the clip
-        turn.end_reason = ends[0].group(1)
-        turn.ended_audio_s = float(ends[0].group(2)) - clip.last_speech_s
+    judge_lines(turn, clip)
+
+
+def judge_lines(turn: RealtimeTurn, clip: Clip) -> None:
+    """`judge_log`'s reading of the turn's `server_log`."""
+    first = next((i for i, line in enumerate(turn.server_log) if TURN_ENDED.search(line)), None)
+    if first is None or turn.cut:  # the first turn is the one holding the last word; it starts with the clip
+        return
+    ended = TURN_ENDED.search(turn.server_log[first])
+    assert ended is not None
+    turn.end_reason = ended.group(1)
+    turn.ended_audio_s = float(ended.group(2)) - clip.last_speech_s
+    judged = [match for line in turn.server_log[:first] if (match := JUDGED.search(line))]
+    if judged:
+        turn.judged_at_s, turn.judge_s = float(judged[-1].group(1)), float(judged[-1].group(2))
 
 
 # -- the bench -------------------------------------------------------------------------------
@@ -391,6 +406,9 @@ def breakdown(turns: Sequence[RealtimeTurn], systems: Sequence[System]) -> list[
         ended = [t.ended_audio_s for t in part if t.ended_audio_s is not None]
         stopped = [t.stopped_s for t in part if t.stopped_s is not None]
         answer = [t.latency_s - t.stopped_s for t in part if t.latency_s is not None and t.stopped_s is not None]
+        judge = [t.judge_s for t in part if t.judge_s is not None]
+        judged_by = [t.judged_at_s + t.judge_s for t in part if t.judged_at_s is not None and t.judge_s is not None]
+        held = [t for t in part if t.judged_at_s is not None and t.judge_s is not None]
         rows.append(
             {
                 "system": system.label,
@@ -402,10 +420,25 @@ def breakdown(turns: Sequence[RealtimeTurn], systems: Sequence[System]) -> list[
                 "stopped_median_s": median(stopped),
                 "stopped_to_completed_median_s": median(answer),
                 "stopped_to_completed_p90_s": percentile(answer, 90),
+                "judge_median_s": median(judge),
+                "judge_p90_s": percentile(judge, 90),
+                "judged_by_median_s": median(judged_by),
+                "judged_by_p90_s": percentile(judged_by, 90),
+                "held": held_by_judging(held, system),
                 "latency_median_s": median([t.latency_s for t in part if t.latency_s is not None]),
             }
         )
     return rows
+
+
+def held_by_judging(turns: Sequence[RealtimeTurn], system: System) -> int | None:
+    """server_vad: how many turns' last judgement (its decode and the turn model) was still running when the
+    silence reached silence_duration_ms, so that the turn ended only after it (the session's loop does not look
+    at the silence while it judges)."""
+    if not isinstance(system, RealtimeSystem) or system.detection is None or system.detection["type"] != "server_vad":
+        return None
+    limit = system.detection["silence_duration_ms"] / 1000
+    return sum(t.judged_at_s + t.judge_s > limit for t in turns if t.judged_at_s is not None and t.judge_s is not None)
 
 
 # -- report ---------------------------------------------------------------------------------
@@ -447,13 +480,20 @@ def print_report(document: dict, out: Path) -> None:
     print("\n## Where the time goes (uncut turns; medians)\n")
     print("VAD's end: the server's end of speech (speech_stopped's audio_end_ms) less the last speech sample's time.")
     print("Audio at the end: audio the server had when it ended the turn (its log), less the last speech sample.\n")
-    print("| system | turns | ended by | VAD's end | audio at the end (p90) | speech_stopped heard | then -> "
-          "completed (p90) | total |\n|---|--:|---|--:|--:|--:|--:|--:|")  # fmt: skip
+    print("Judged: the silence when the last pause was judged plus the judgement's time (the decode and the turn")
+    print("model; the session does not look at the silence meanwhile); held: server_vad turns still being judged")
+    print("when the silence reached silence_duration_ms.\n")
+    print("| system | turns | ended by | VAD's end | audio at the end (p90) | judgement (p90) | judged by (p90) "
+          "| held | speech_stopped heard | then -> completed (p90) | total |")  # fmt: skip
+    print("|---|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|")
     for row in document["breakdown"]:
         reasons = ", ".join(f"{name} {count}" for name, count in sorted(row["reasons"].items()))
         print(
             f"| {row['system']} | {row['turns']} | {reasons} | {fmt_s(row['vad_end_median_s'])} "
             f"| {fmt_s(row['ended_audio_median_s'])} ({fmt_s(row['ended_audio_p90_s'])}) "
+            f"| {fmt_s(row['judge_median_s'])} ({fmt_s(row['judge_p90_s'])}) "
+            f"| {fmt_s(row['judged_by_median_s'])} ({fmt_s(row['judged_by_p90_s'])}) "
+            f"| {'-' if row['held'] is None else row['held']} "
             f"| {fmt_s(row['stopped_median_s'])} | {fmt_s(row['stopped_to_completed_median_s'])} "
             f"({fmt_s(row['stopped_to_completed_p90_s'])}) | {fmt_s(row['latency_median_s'])} |"
         )
@@ -488,6 +528,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--beam-size", type=int, default=5)
     parser.add_argument("--compute-type", help="CTranslate2 compute type. Default: int8 on cpu, float16 on cuda")
     parser.add_argument("--timeout", type=float, default=60, help="Seconds a turn may take in all. Default: 60")
+    parser.add_argument(
+        "--report", type=Path, metavar="JSON", help="Run nothing: print the report of a saved run again, re-summarised"
+    )
     add_common_args(parser, "realtime", PHASES)
     args = parser.parse_args(argv)
     check_common_args(parser, args, "realtime", PHASES)
@@ -523,8 +566,26 @@ async def run(args: argparse.Namespace, stack: ExitStack) -> dict:
     }
 
 
+def report_again(path: Path) -> None:
+    """The report of a saved run, its summaries made again from its turns (and their server logs)."""
+    document = json.loads(path.read_text())
+    clips = {item["name"]: Clip(**item) for item in document["corpus"]}
+    turns = [RealtimeTurn(**item) for item in document["turns"]]
+    for turn in turns:
+        judge_lines(turn, clips[turn.clip])
+    labels = {turn.system for turn in turns}
+    systems = [system for system in SYSTEMS if system.label in labels]
+    summary = summarise(turns, systems)
+    document |= {"summary": summary, "ratios": ratios(summary), "breakdown": breakdown(turns, systems)}
+    document["turns"] = [asdict(turn) for turn in turns]
+    print_report(document, path)
+
+
 def main() -> None:
     args = parse_args()
+    if args.report:
+        report_again(args.report)
+        return
     keys = ("device", "threads", "beam_size", "compute_type", "share", "quick")
     settings = {key: getattr(args, key) for key in keys} | {"phases": args.phases}
     run_and_record(lambda stack: run(args, stack), settings, args.out, print_report)
