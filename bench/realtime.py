@@ -32,7 +32,7 @@ words are not lost there, only split). The server runs with --debug: each turn's
 and the judging lines (wyoming_wis/asr/session.py) are kept with it, to tell where the time goes.
 
 Prints a Markdown report and writes bench/results/realtime-<timestamp>.json. The full run (138 clips, 3 systems)
-takes about 45 min; --quick (10 clips) about 3.
+took 32 min on 2 busy cores; --quick (10 clips) 2-3 min. --report prints a saved run's report again.
 """
 
 from __future__ import annotations
@@ -65,6 +65,7 @@ from common import (  # noqa: E402
     ServerProcess,
     add_common_args,
     check_common_args,
+    dist_version,
     fmt_s,
     markdown_cell,
     median,
@@ -452,7 +453,7 @@ def print_report(document: dict, out: Path) -> None:
     print(
         f"One server: wyoming-wis {run['ours']['wyoming-wis']} from {run['ours_src']}, Whisper {MODEL}, device "
         f"{settings['device']}, compute type {settings['compute_type']}, beam {settings['beam_size']}, "
-        f"{settings['threads']} threads, --debug  "
+        f"{settings['threads']} threads, --debug; openai SDK {run.get('openai', '?')}  "
     )
     print(
         f"Corpus: {len(document['corpus'])} clips of bench/endpoint.py's, each followed by up to {TAIL_SECONDS:g} s "
@@ -548,6 +549,7 @@ async def run(args: argparse.Namespace, stack: ExitStack) -> dict:
     ports, versions, servers = await start_servers(args, [WYOMING], stack, ["--debug"])
     argv = versions["ours_argv"]
     http_port = int(argv[argv.index("--http-port") + 1])
+    versions["openai"] = dist_version("openai")  # the SDK the Realtime systems connect with
     bench = RealtimeBench(ports, corpus_folder(), TAIL_SECONDS, {}, args.timeout, http_port, ServerLog(servers[0]))
     await warm_up(bench, [WYOMING], clips[0])
     for system in systems:  # the first Realtime session (the SDK's imports, the route) kept out of the numbers
