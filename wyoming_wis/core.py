@@ -99,8 +99,8 @@ class Core:
         settings: CoreSettings,
         runtime: Runtime,
         asr: list[WhisperEngine],
-        voices: list[PiperEngine],
-        registry: VoiceRegistry,
+        piper: list[PiperEngine],
+        voices: VoiceRegistry,
         xtts: Sequence[XttsEngine] = (),
         turn: TurnEngine | None = None,
         wake: WakeEngine | None = None,
@@ -116,8 +116,8 @@ class Core:
         self.asr = {engine.name: engine for engine in asr}
         self.turn = turn  # Smart Turn, when it is found; without it words and silence decide
         self.default_asr = asr[0]
-        self.voices = registry
-        self._piper = {engine.found.path: engine for engine in voices}  # loaded Piper models, by file
+        self.voices = voices  # every voice a client may ask for, by name
+        self._piper = {engine.found.path: engine for engine in piper}  # loaded Piper models, by file
         self.xtts = {engine.name: engine for engine in xtts}  # loaded XTTS models; only ever loaded at start
         self._loading = asyncio.Lock()
         self._housekeeping = ThreadPoolExecutor(1, thread_name_prefix="voices")
@@ -165,7 +165,7 @@ class Core:
             )
             for name in dict.fromkeys(settings.asr.asr_model)
         ]
-        voices = [_piper(catalog.voice(name), runtime, settings) for name in dict.fromkeys(settings.tts.voice)]
+        piper = [_piper(catalog.voice(name), runtime, settings) for name in dict.fromkeys(settings.tts.voice)]
         xtts = []
         if xtts_class is not None and settings.tts.xtts_model:
             found = catalog.xtts_model(settings.tts.xtts_model)
@@ -183,21 +183,21 @@ class Core:
                 )
             )
         _unique_names(asr)
-        _unique_names([*voices, *xtts])
-        registry = VoiceRegistry(catalog, [voice.found for voice in voices], voices[0].name, xtts)
+        _unique_names([*piper, *xtts])
+        voices = VoiceRegistry(catalog, [engine.found for engine in piper], piper[0].name, xtts)
         turn = catalog.turn_model(settings.asr.turn_model)
         wake = None
         if settings.wake.wake_model != ["none"]:
             models = WakeModels(settings.data_dir, settings.wake.wake_model)
             wake = WakeEngine(models, settings.wake, workers=settings.threads)
         turn_engine = None if turn is None else TurnEngine(turn)
-        core = cls(settings, runtime, asr, voices, registry, xtts, turn_engine, wake, suppressor, hass_token)
+        core = cls(settings, runtime, asr, piper, voices, xtts, turn_engine, wake, suppressor, hass_token)
         for engine in core.engines:
             engine.warm_up()
         _LOGGER.info(
             "Loaded Whisper %s and voices %s on %s (%s) in %.1f s",
             ", ".join(core.asr),
-            ", ".join(voice.name for voice in [*voices, *xtts]),
+            ", ".join(engine.name for engine in [*piper, *xtts]),
             runtime.device,
             runtime.compute_type,
             time.monotonic() - started,
@@ -325,8 +325,8 @@ class Core:
         if request.reference is not None:
             return await self._reference_stream(request, request.reference)
         language, speaker = request.language, request.speaker
-        chosen = self.voices.get(request.voice, language)
-        if request.voice and self.voices.find(request.voice) is None:
+        chosen = self.voices.get(request.voice_name, language)
+        if request.voice_name and self.voices.find(request.voice_name) is None:
             speaker = None  # it was a speaker of the voice that is not here
         engine = await self._engine(chosen)
         if chosen.engine == XTTS and language:
@@ -341,11 +341,11 @@ class Core:
     async def _reference_stream(self, request: SpeechRequest, reference: bytes) -> SpeechStream:
         if not self.xtts:
             raise BadRequest("Speaking with a reference recording needs XTTS: start the server with --xtts")
-        if request.voice:
-            chosen = self.voices.get(request.voice)
+        if request.voice_name:
+            chosen = self.voices.get(request.voice_name)
             if chosen.engine != XTTS:
                 raise BadRequest(
-                    f"Voice {quote(request.voice)} is a Piper voice; a reference recording needs an XTTS voice"
+                    f"Voice {quote(request.voice_name)} is a Piper voice; a reference recording needs an XTTS voice"
                 )
             engine = self.xtts[chosen.model.name]
         else:

@@ -253,14 +253,14 @@ class _Format(Protocol):
     def seconds(self, num_bytes: int) -> float: ...
 
 
-class _Voice(Protocol):
+class _Engine(Protocol):
     name: str
 
 
 class _Stream(Protocol):
     """What SpeechSent reads of a SpeechStream."""
 
-    voice: _Voice
+    engine: _Engine
     format: _Format
     text_at: float | None
 
@@ -278,8 +278,8 @@ class SpeechSent:
     def __init__(self, frontend: str, stream: _Stream, since: float | None = None) -> None:
         self.since = since
         self._stream = stream
-        self._first: Any = FIRST_AUDIO.labels(frontend, stream.voice.name)
-        self._seconds = TTS_SECONDS.labels(frontend, stream.voice.name)
+        self._first: Any = FIRST_AUDIO.labels(frontend, stream.engine.name)
+        self._seconds = TTS_SECONDS.labels(frontend, stream.engine.name)
 
     def sent(self, pcm_bytes: int) -> None:
         """`pcm_bytes` of speech (in the stream's format) have been handed to the client's connection."""

@@ -42,7 +42,7 @@ from ..served import PIPER, Entry
 from ..values import quote
 from .params import SpeechParams
 from .phrasing import split
-from .stream import Utterance, voice_model_entry
+from .stream import Utterance, speech_model_entry
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -146,7 +146,7 @@ class PiperEngine:
         self.scheduler.close()
 
     def entry(self) -> Entry:
-        return voice_model_entry(self, PIPER)
+        return speech_model_entry(self, PIPER)
 
     # -- blocking steps, for the scheduler's threads -------------------------
 

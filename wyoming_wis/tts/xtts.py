@@ -37,7 +37,7 @@ from ..scheduler import Scheduler
 from ..served import XTTS, Entry
 from ..values import quote
 from .params import SpeechParams
-from .stream import Utterance, voice_model_entry
+from .stream import Utterance, speech_model_entry
 from .xtts_voices import VoiceStore, XttsVoice, check_reference_size, decode_reference
 
 _LOGGER = logging.getLogger(__name__)
@@ -236,7 +236,7 @@ class XttsEngine:
         self.scheduler.close()
 
     def entry(self) -> Entry:
-        return voice_model_entry(self, XTTS)
+        return speech_model_entry(self, XTTS)
 
     # -- cloning ------------------------------------------------------------
 
