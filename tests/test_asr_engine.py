@@ -111,7 +111,9 @@ async def test_speech_the_detector_misses_is_transcribed(engine: WhisperEngine, 
     assert detector.pieces(len(audio)) == [] and detector.speech_end() is None
     transcript = await engine.transcribe(audio, engine.options(AsrRequest(language="en")))
     assert wer([reference], [transcript.text]) <= 0.1, transcript.text
-    draft = await engine.transcribe_pieces(audio, detector, [], dataclasses.replace(engine.options(), draft=True))
+    draft = await engine.transcribe_pieces(
+        audio, detector, [], options=dataclasses.replace(engine.options(), draft=True)
+    )
     assert draft.text == ""  # a preview does not pay for it: only what the detector heard is drafted
 
 

@@ -98,6 +98,7 @@ class Core:
         self,
         settings: CoreSettings,
         runtime: Runtime,
+        *,
         asr: list[WhisperEngine],
         piper: list[PiperEngine],
         voices: VoiceRegistry,
@@ -191,7 +192,18 @@ class Core:
             models = WakeModels(settings.data_dir, settings.wake.wake_model)
             wake = WakeEngine(models, settings.wake, workers=settings.threads)
         turn_engine = None if turn is None else TurnEngine(turn)
-        core = cls(settings, runtime, asr, piper, voices, xtts, turn_engine, wake, suppressor, hass_token)
+        core = cls(
+            settings,
+            runtime,
+            asr=asr,
+            piper=piper,
+            voices=voices,
+            xtts=xtts,
+            turn=turn_engine,
+            wake=wake,
+            suppressor=suppressor,
+            hass_token=hass_token,
+        )
         for engine in core.engines:
             engine.warm_up()
         _LOGGER.info(
@@ -336,7 +348,7 @@ class Core:
         max_chars = self.settings.max_text_chars
         # A Piper voice speaks its one language whatever the request says; XTTS speaks the request's.
         spoken = language if chosen.engine == XTTS else None
-        return SpeechStream(engine, speaker or chosen.speaker, max_chars, params, cache, language=spoken)
+        return SpeechStream(engine, speaker or chosen.speaker, max_chars, params, cache=cache, language=spoken)
 
     async def _reference_stream(self, request: SpeechRequest, reference: bytes) -> SpeechStream:
         if not self.xtts:
@@ -353,7 +365,7 @@ class Core:
         engine.language(request.language)
         speech = await engine.reference(reference)
         params = engine.params.but(speed=request.speed)
-        return SpeechStream(speech, None, self.settings.max_text_chars, params, None, language=request.language)
+        return SpeechStream(speech, None, self.settings.max_text_chars, params, language=request.language)
 
     async def clone_voice(self, name: str, audio: bytes, model: str | None = None) -> dict[str, Any]:
         """A new voice from a recording (3-30 s, audio.UPLOAD_FORMATS), stored, listed at once and after restarts.

@@ -238,7 +238,7 @@ def rtc_session(opened: bool) -> None:
 
 
 def transcribed(
-    frontend: str, model: str, audio_seconds: float, audio_ended: float | None, turn_ended: str | None = None
+    frontend: str, model: str, audio_seconds: float, audio_ended: float | None, *, turn_ended: str | None = None
 ) -> None:
     """A transcript is ready. `audio_ended` is when the client's audio ended (`time.perf_counter()`), or, for a
     turn the server ended (`turn_ended` says why), when its last speech arrived (None: there was none)."""

@@ -184,7 +184,7 @@ class WhisperEngine:
         """Transcribe 16 kHz mono float32 audio of any length."""
         detector = SpeechDetector()
         await self.score(detector, audio)
-        return await self.transcribe_pieces(audio, detector, detector.pieces(len(audio)), options)
+        return await self.transcribe_pieces(audio, detector, detector.pieces(len(audio)), options=options)
 
     async def score(self, detector: SpeechDetector, audio: np.ndarray) -> None:
         """Score the speech in `audio` that `detector` has not seen yet, in the VAD's threads."""
@@ -195,6 +195,7 @@ class WhisperEngine:
         audio: np.ndarray,
         detector: SpeechDetector,
         pieces: list[Piece],
+        *,
         options: Options,
         known: dict[Piece, Decoded] | None = None,
     ) -> Transcript:

@@ -125,6 +125,7 @@ class SpeechStream:
         speaker: str | None,
         max_chars: int,
         params: SpeechParams | None = None,
+        *,
         cache: SpeechCache | None = None,
         language: str | None = None,
     ) -> None:

@@ -14,6 +14,7 @@ only for --xtts. What a voice is, and where cloned ones are kept, is in xtts_voi
 
 from __future__ import annotations
 
+import functools
 import importlib
 import logging
 import textwrap
@@ -157,12 +158,11 @@ class XttsEngine:
     def speak(self, utterance: Utterance, voice: XttsVoice) -> AsyncIterator[bytes]:
         """`stream` with the voice itself, which may be one made for this request only."""
         return self.scheduler.stream(
-            self._speak_alone,
+            functools.partial(self._speak_alone, chunk_tokens=self.stream_chunk_tokens),
             utterance.text,
             voice,
             self.language(utterance.language),
             utterance.params,
-            self.stream_chunk_tokens,
             ahead=STREAM_QUEUE_PIECES,
             pace=utterance.pace,
         )
@@ -190,14 +190,14 @@ class XttsEngine:
             return self._conditioning("(reference)", samples, cloned=False)
 
     def _speak_alone(
-        self, text: str, voice: XttsVoice, language: str, params: SpeechParams, chunk_tokens: int
+        self, text: str, voice: XttsVoice, language: str, params: SpeechParams, *, chunk_tokens: int
     ) -> Generator[bytes, None, None]:
         """`_speak` holding the model: a reader that stops early closes it, which lets the model go."""
         with self._lock:
-            yield from self._speak(text, voice, language, params, chunk_tokens)
+            yield from self._speak(text, voice, language, params, chunk_tokens=chunk_tokens)
 
     def _speak(
-        self, text: str, voice: XttsVoice, language: str, params: SpeechParams, chunk_tokens: int
+        self, text: str, voice: XttsVoice, language: str, params: SpeechParams, *, chunk_tokens: int
     ) -> Iterator[bytes]:
         """PCM pieces, sentence by sentence; chunk_tokens=0 gives one piece per sentence."""
         tokenizer, config = self.model.tokenizer, self.config

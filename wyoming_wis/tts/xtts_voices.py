@@ -209,7 +209,7 @@ def decode_reference(audio: bytes, rate: int) -> np.ndarray:
     """A recording in one of audio.UPLOAD_FORMATS, as mono float32 at `rate`, checked for size, length and silence."""
     check_reference_size(audio)
     try:
-        samples = decode_file(audio, rate, MAX_REFERENCE_SECONDS, "reference audio")
+        samples = decode_file(audio, rate, MAX_REFERENCE_SECONDS, what="reference audio")
     except AudioTooLong as err:
         raise BadAudio(
             f"The reference audio is longer than {MAX_REFERENCE_SECONDS:.0f} s; "
