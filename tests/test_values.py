@@ -8,7 +8,7 @@ from http_api import fields
 from http_api.errors import ApiError
 from rtc.messages import BadMessage, Params
 from wyoming_wis.config import Settings
-from wyoming_wis.values import parse_bool
+from wyoming_wis.values import as_bool, parse_bool
 
 
 @pytest.mark.parametrize(("text", "meaning"), [("1", True), (" Yes", True), ("ON", True), ("off", False), ("0", False)])
@@ -27,3 +27,20 @@ def test_every_frontend_refuses_what_is_neither(text: str) -> None:
         fields.boolean(text, "stream", False)
     with pytest.raises(BadMessage):
         Params.parse({"partials": text}, "the query")
+
+
+@pytest.mark.parametrize(("value", "meaning"), [(True, True), (False, False), ("yes", True), (" off", False)])
+def test_json_booleans_and_words_read_alike_in_fields_and_messages(value: object, meaning: bool) -> None:
+    assert as_bool(value) is meaning
+    assert fields.boolean(value, "stream", not meaning) is meaning
+    assert Params.parse({"partials": value}, "the query").partials is meaning
+
+
+@pytest.mark.parametrize("value", [1, 0.0, ["true"], {"on": True}])
+def test_a_value_neither_a_boolean_nor_a_word_is_refused_alike(value: object) -> None:
+    with pytest.raises(ValueError):
+        as_bool(value)
+    with pytest.raises(ApiError):
+        fields.boolean(value, "stream", False)
+    with pytest.raises(BadMessage):
+        Params.parse({"partials": value}, "the query")
