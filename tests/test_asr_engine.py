@@ -24,7 +24,7 @@ from wyoming_wis.audio import AudioFormat
 from wyoming_wis.budget import MemoryBudget
 from wyoming_wis.catalog import Catalog
 from wyoming_wis.requests import AsrRequest
-from wyoming_wis.runtime import Runtime
+from wyoming_wis.runtime import Placement, Runtime
 
 RATE = 16000
 
@@ -43,9 +43,7 @@ def engine(data_dir: Path) -> WhisperEngine:
     found = Catalog([data_dir], allow_download=False).asr_model("base")
     engine = WhisperEngine(
         found,
-        Runtime("cpu", 0, "int8", 2),
-        workers=1,
-        queue_size=16,
+        Placement(Runtime("cpu", 0, "int8", 2), workers=1, queue_size=16),
         beam_size=5,
         max_batch=8,
         default_language=None,

@@ -24,7 +24,7 @@ from wyoming_wis.catalog import Catalog
 from wyoming_wis.config import Settings
 from wyoming_wis.errors import BadRequest, Busy, CannotStore, UnknownSpeaker, UnsupportedAudioFormat
 from wyoming_wis.files import atomic_write
-from wyoming_wis.runtime import Runtime
+from wyoming_wis.runtime import Placement, Runtime
 from wyoming_wis.scheduler import Scheduler
 from wyoming_wis.tts import PiperEngine
 
@@ -127,7 +127,7 @@ def test_multi_speaker_voice_lists_and_resolves_speakers(tmp_path: Path) -> None
 
     found = Catalog([tmp_path]).voice("en_US-trio-medium")
     settings = Settings.from_args([], environ={})
-    engine = PiperEngine(found, Runtime.from_settings(settings.core), workers=1, queue_size=0)
+    engine = PiperEngine(found, Placement(Runtime.from_settings(settings.core), workers=1, queue_size=0))
     try:
         assert engine.speakers == ["alice", "bob", "carol"]
         assert engine.speaker_id("bob") == 1 and engine.speaker_id("2") == 2 and engine.speaker_id(None) is None

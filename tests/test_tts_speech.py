@@ -16,7 +16,7 @@ from wyoming.tts import SynthesizeChunk, SynthesizeStart, SynthesizeStop
 
 from wyoming_wis.catalog import Catalog
 from wyoming_wis.errors import BadRequest
-from wyoming_wis.runtime import Runtime
+from wyoming_wis.runtime import Placement, Runtime
 from wyoming_wis.scheduler import Pace, Scheduler
 from wyoming_wis.tts import PiperEngine, SpeechCache, SpeechParams, SpeechStream
 from wyoming_wis.tts.normalize import normalize
@@ -42,7 +42,7 @@ def same_sound(a: bytes, b: bytes) -> bool:
 @pytest.fixture(scope="module")
 def joe(data_dir: Path) -> Iterator[PiperEngine]:
     engine = PiperEngine(
-        Catalog([data_dir]).voice("en_US-joe-medium"), Runtime("cpu", 0, "int8", 2), workers=2, queue_size=4
+        Catalog([data_dir]).voice("en_US-joe-medium"), Placement(Runtime("cpu", 0, "int8", 2), workers=2, queue_size=4)
     )
     yield engine
     engine.close()

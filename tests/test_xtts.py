@@ -52,7 +52,7 @@ from wyoming_wis.errors import (  # noqa: E402
     UnsupportedLanguage,
 )
 from wyoming_wis.requests import SpeechRequest  # noqa: E402
-from wyoming_wis.runtime import Runtime  # noqa: E402
+from wyoming_wis.runtime import Placement, Runtime  # noqa: E402
 from wyoming_wis.scheduler import Pace  # noqa: E402
 from wyoming_wis.tts.params import SpeechParams  # noqa: E402
 from wyoming_wis.tts.stream import SpeechStream, Utterance  # noqa: E402
@@ -82,7 +82,7 @@ def voices_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def new_engine(model_dir: Path, voices_dir: Path, workers: int = 2) -> XttsEngine:
     found = Found(name=MODEL, path=model_dir, source="test build")
     return XttsEngine(
-        found, RUNTIME, workers=workers, queue_size=4, voices_dir=voices_dir, stream_chunk_tokens=CHUNK_TOKENS
+        found, Placement(RUNTIME, workers, queue_size=4), voices_dir=voices_dir, stream_chunk_tokens=CHUNK_TOKENS
     )
 
 

@@ -46,7 +46,7 @@ from .requests import (
     SpeechRequest,
     WakeRequest,
 )
-from .runtime import Runtime
+from .runtime import Placement, Runtime
 from .served import Entry, Served
 from .tts import Piece, PiperEngine, SpeechCache, SpeechParams, SpeechStream
 from .tts.phrasing import SAYABLE
@@ -155,9 +155,7 @@ class Core:
         asr = [
             WhisperEngine(
                 catalog.asr_model(name),
-                runtime,
-                workers=settings.asr.asr_workers,
-                queue_size=settings.queue_size,
+                Placement(runtime, settings.asr.asr_workers, settings.queue_size),
                 beam_size=settings.asr.beam_size,
                 max_batch=settings.asr.max_batch,
                 default_language=language,
@@ -175,9 +173,7 @@ class Core:
             xtts.append(
                 xtts_class(
                     found,
-                    runtime,
-                    workers=settings.tts.tts_workers,
-                    queue_size=settings.queue_size,
+                    Placement(runtime, settings.tts.tts_workers, settings.queue_size),
                     voices_dir=catalog.writable_dir / XTTS_VOICES / found.name,
                     max_voices=settings.tts.max_cloned_voices,
                     params=SpeechParams(settings.tts.speed, sentence_silence=settings.tts.sentence_silence),
@@ -484,7 +480,7 @@ def _voice_entry(voice: Voice, model: Entry | None) -> Entry:
 def _piper(found: Found, runtime: Runtime, settings: CoreSettings) -> PiperEngine:
     tts = settings.tts
     params = SpeechParams(tts.speed, tts.noise_scale, tts.noise_w, tts.sentence_silence)
-    return PiperEngine(found, runtime, workers=tts.tts_workers, queue_size=settings.queue_size, params=params)
+    return PiperEngine(found, Placement(runtime, tts.tts_workers, settings.queue_size), params=params)
 
 
 def _xtts_class() -> type[XttsEngine]:

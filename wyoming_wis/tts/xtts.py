@@ -33,8 +33,7 @@ from TTS.tts.models.xtts import Xtts
 from ..audio import AudioFormat
 from ..catalog import Found
 from ..errors import TextTooLong, UnknownSpeaker, UnsupportedLanguage
-from ..runtime import Runtime
-from ..scheduler import Scheduler
+from ..runtime import Placement, Runtime
 from ..served import XTTS, Entry
 from ..values import quote
 from .params import SpeechParams
@@ -53,10 +52,8 @@ class XttsEngine:
     def __init__(
         self,
         found: Found,
-        runtime: Runtime,
+        placement: Placement,
         *,
-        workers: int,
-        queue_size: int,
         voices_dir: Path,
         max_voices: int | None = None,
         params: SpeechParams | None = None,
@@ -68,9 +65,9 @@ class XttsEngine:
         self.stream_chunk_tokens = stream_chunk_tokens
         folder = Path(found.path)
         _LOGGER.info("Loading XTTS model %s from %s (%s)", found.name, folder, found.source)
-        self.device = _device(runtime, found.name)
+        self.device = _device(placement.runtime, found.name)
         if self.device.type == "cpu":
-            torch.set_num_threads(runtime.cpu_threads)
+            torch.set_num_threads(placement.runtime.cpu_threads)
         self.config = XttsConfig()
         self.config.load_json(str(folder / "config.json"))
         with _quiet("transformers.configuration_utils"):
@@ -91,7 +88,7 @@ class XttsEngine:
         stat = (folder / "model.pth").stat()  # a changed model must not be mistaken for the old one
         self.identity = f"{found.name}:{folder}:{stat.st_size}:{stat.st_mtime_ns}"
         self.description = f"XTTS-v2 {found.name} ({len(self.languages)} languages, voice cloning)"
-        self.scheduler = Scheduler(f"xtts-{found.name}", workers, queue_size, engine=XTTS, model=found.name)
+        self.scheduler = placement.scheduler(XTTS, found.name)
         _LOGGER.info(
             "XTTS model %s on %s: %d studio speakers, %d cloned voices in %s",
             found.name,
