@@ -240,10 +240,10 @@ async def test_a_streamed_call_gives_its_items_then_its_error() -> None:
 
 def test_xtts_voice_store_keeps_cloned_voices_in_files_without_torch(tmp_path: Path) -> None:
     pytest.importorskip("safetensors", reason="the xtts extra is not installed")
-    from wyoming_wis.tts.xtts_voices import VoiceStore, XttsVoice
+    from wyoming_wis.tts.xtts_voices import Conditioning, VoiceStore
 
     rng = np.random.default_rng(3)
-    voice = XttsVoice("grandma", rng.random((1, 32, 8), np.float32), rng.random((1, 512, 1), np.float32), True)
+    voice = Conditioning("grandma", rng.random((1, 32, 8), np.float32), rng.random((1, 512, 1), np.float32), True)
     store = VoiceStore(tmp_path / "voices", model="tiny", width=8, studio=["Studio_One"])
     info = store.save(voice, 4.25, 1234)
     assert info["name"] == "grandma" and info["model"] == "tiny" and info["source_seconds"] == 4.25

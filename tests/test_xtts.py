@@ -199,7 +199,7 @@ async def test_cloned_voice_is_stored_and_survives_a_restart(
     restarted = new_engine(model_dir, voices_dir, workers=1)
     try:
         assert restarted.speakers == [*xtts_tiny.SPEAKERS, "lj-speech_1.0"]
-        stored, cloned = restarted.voice("lj-speech_1.0"), engine.voice("lj-speech_1.0")
+        stored, cloned = restarted.conditioning("lj-speech_1.0"), engine.conditioning("lj-speech_1.0")
         assert stored.cloned and np.array_equal(stored.gpt_cond_latent, cloned.gpt_cond_latent)
         assert np.array_equal(stored.speaker_embedding, cloned.speaker_embedding)
         assert restarted.speaker_id("lj-speech_1.0") == engine.speaker_id("lj-speech_1.0")
