@@ -451,13 +451,21 @@ _TRANSCRIPTION_REQUEST = {
     "multipart/form-data": {"schema": _schema("TranscriptionRequest"), "encoding": {"file": {"contentType": AUDIO}}}
 }
 
+
+def _decoding_query(language: str) -> list[dict[str, Any]]:
+    """How a query string asks Whisper to decode, alike for Willow and WebRTC; `language`: what the route calls it."""
+    return [
+        _query(language, "Language of the speech; detected when absent", ASR_LANGUAGE),
+        _query("detect_language", "Detect the language even where --language names one", BOOLEAN),
+        _query("beam_size", "Beam search width (default: --beam-size)", BEAM_SIZE),
+    ]
+
+
 _WILLOW_QUERY = [
     _query("model", "A loaded Whisper model (default: the first)"),
-    _query("force_language", "Language of the speech; detected when absent", ASR_LANGUAGE),
+    *_decoding_query("force_language"),
     _query("translate", "Translate to English", BOOLEAN),
     _query("stats", "Add timings (ms) to the answer", BOOLEAN),
-    _query("detect_language", "Detect the language even where --language names one", BOOLEAN),
-    _query("beam_size", "Beam search width (default: --beam-size)", BEAM_SIZE),
 ]
 _DEVICE_AUDIO = [  # how a device describes the raw audio of its body (/api/willow, and /api/wake without a file)
     _header(
@@ -689,9 +697,7 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
         "429 when --rtc-max-sessions connections are open; 503 also when --rtc-ports has no free port.",
         "parameters": [
             _query("model", "A loaded Whisper model for this connection's utterances (default: the first)"),
-            _query("language", "Language of the speech; detected when absent", ASR_LANGUAGE),
-            _query("beam_size", "Beam search width (default: --beam-size)", BEAM_SIZE),
-            _query("detect_language", "Detect the language even where --language names one", BOOLEAN),
+            *_decoding_query("language"),
             _query("partials", "Send partial messages while the user speaks (default true)", BOOLEAN),
             _query("hands_free", "The server ends each turn when the user pauses, and listens for the next", BOOLEAN),
             _query("vad_sensitivity", "Hands-free: how soon a pause ends a turn", VAD_SENSITIVITY),

@@ -123,6 +123,11 @@ class Config:
         return common | {"type": "transcription", "audio": {"input": audio_input}, "include": include}
 
 
+# Where each shape names the transcription, turn detection and noise reduction (`_input`).
+_GA_INPUT = ("transcription", "turn_detection", "noise_reduction")  # in session.audio.input
+_BETA_INPUT = ("input_audio_transcription", "turn_detection", "input_audio_noise_reduction")  # in session
+
+
 def _update(config: Config, session: dict[str, Any]) -> Config:
     """A GA `session.update`'s session."""
     if session.get("type", "transcription") != "transcription":
@@ -137,14 +142,7 @@ def _update(config: Config, session: dict[str, Any]) -> Config:
     audio_input = _object(audio.get("input"), "session.audio.input")
     if (audio_format := audio_input.get("format")) is not None:
         changes |= _format(_object(audio_format, "session.audio.input.format"))
-    if "transcription" in audio_input:
-        changes |= _transcription(audio_input["transcription"], "session.audio.input.transcription")
-    if "turn_detection" in audio_input:
-        changes["turn_detection"] = _detection(
-            audio_input["turn_detection"], config.turn_detection, "session.audio.input.turn_detection"
-        )
-    if "noise_reduction" in audio_input:
-        changes["noise_reduction"] = _noise(audio_input["noise_reduction"], "session.audio.input.noise_reduction")
+    changes |= _input(config, audio_input, "session.audio.input.", _GA_INPUT)
     return dataclasses.replace(config, **changes)
 
 
@@ -161,17 +159,22 @@ def _beta_update(config: Config, session: dict[str, Any]) -> Config:
             )
         changes["format"] = BETA_FORMATS[beta_format]
         changes["rate"] = PCM_RATE if changes["format"] == PCM else G711_RATE
-    if "input_audio_transcription" in session:
-        changes |= _transcription(session["input_audio_transcription"], "session.input_audio_transcription")
-    if "turn_detection" in session:
-        changes["turn_detection"] = _detection(
-            session["turn_detection"], config.turn_detection, "session.turn_detection"
-        )
-    if "input_audio_noise_reduction" in session:
-        changes["noise_reduction"] = _noise(
-            session["input_audio_noise_reduction"], "session.input_audio_noise_reduction"
-        )
+    changes |= _input(config, session, "session.", _BETA_INPUT)
     return dataclasses.replace(config, **changes)
+
+
+def _input(config: Config, fields: dict[str, Any], path: str, names: tuple[str, str, str]) -> dict[str, Any]:
+    """The transcription, turn detection and noise reduction an update names, as changes to `config`: the GA and beta
+    shapes hold them under other `names`, in `fields` at `path`."""
+    transcription, detection, noise = names
+    changes: dict[str, Any] = {}
+    if transcription in fields:
+        changes |= _transcription(fields[transcription], path + transcription)
+    if detection in fields:
+        changes["turn_detection"] = _detection(fields[detection], config.turn_detection, path + detection)
+    if noise in fields:
+        changes["noise_reduction"] = _noise(fields[noise], path + noise)
+    return changes
 
 
 def _format(value: dict[str, Any]) -> dict[str, Any]:

@@ -90,8 +90,8 @@ class Credentials:
             headers.add("WWW-Authenticate", f'Basic realm="{REALM}", charset="UTF-8"')
             ways.append("HTTP Basic auth (user:password@ in a Willow device's URL)")
         if shown:
-            return ApiError(401, "Incorrect API key or credentials", None, "invalid_api_key", headers)
-        return ApiError(401, f"This server needs {' or '.join(ways)}", None, "missing_api_key", headers)
+            return ApiError(401, "Incorrect API key or credentials", None, "invalid_api_key", headers=headers)
+        return ApiError(401, f"This server needs {' or '.join(ways)}", None, "missing_api_key", headers=headers)
 
 
 def subprotocols(headers: CIMultiDictProxy[str]) -> list[str]:

@@ -46,7 +46,7 @@ from .requests import (
     SpeechRequest,
     WakeRequest,
 )
-from .runtime import Runtime
+from .runtime import Placement, Runtime
 from .served import Entry, Served
 from .tts import Piece, PiperEngine, SpeechCache, SpeechParams, SpeechStream
 from .tts.phrasing import SAYABLE
@@ -98,9 +98,10 @@ class Core:
         self,
         settings: CoreSettings,
         runtime: Runtime,
+        *,
         asr: list[WhisperEngine],
-        voices: list[PiperEngine],
-        registry: VoiceRegistry,
+        piper: list[PiperEngine],
+        voices: VoiceRegistry,
         xtts: Sequence[XttsEngine] = (),
         turn: TurnEngine | None = None,
         wake: WakeEngine | None = None,
@@ -116,8 +117,8 @@ class Core:
         self.asr = {engine.name: engine for engine in asr}
         self.turn = turn  # Smart Turn, when it is found; without it words and silence decide
         self.default_asr = asr[0]
-        self.voices = registry
-        self._piper = {engine.found.path: engine for engine in voices}  # loaded Piper models, by file
+        self.voices = voices  # every voice a client may ask for, by name
+        self._piper = {engine.found.path: engine for engine in piper}  # loaded Piper models, by file
         self.xtts = {engine.name: engine for engine in xtts}  # loaded XTTS models; only ever loaded at start
         self._loading = asyncio.Lock()
         self._housekeeping = ThreadPoolExecutor(1, thread_name_prefix="voices")
@@ -154,9 +155,7 @@ class Core:
         asr = [
             WhisperEngine(
                 catalog.asr_model(name),
-                runtime,
-                workers=settings.asr.asr_workers,
-                queue_size=settings.queue_size,
+                Placement(runtime, settings.asr.asr_workers, settings.queue_size),
                 beam_size=settings.asr.beam_size,
                 max_batch=settings.asr.max_batch,
                 default_language=language,
@@ -165,7 +164,7 @@ class Core:
             )
             for name in dict.fromkeys(settings.asr.asr_model)
         ]
-        voices = [_piper(catalog.voice(name), runtime, settings) for name in dict.fromkeys(settings.tts.voice)]
+        piper = [_piper(catalog.voice(name), runtime, settings) for name in dict.fromkeys(settings.tts.voice)]
         xtts = []
         if xtts_class is not None and settings.tts.xtts_model:
             found = catalog.xtts_model(settings.tts.xtts_model)
@@ -174,30 +173,39 @@ class Core:
             xtts.append(
                 xtts_class(
                     found,
-                    runtime,
-                    workers=settings.tts.tts_workers,
-                    queue_size=settings.queue_size,
+                    Placement(runtime, settings.tts.tts_workers, settings.queue_size),
                     voices_dir=catalog.writable_dir / XTTS_VOICES / found.name,
                     max_voices=settings.tts.max_cloned_voices,
                     params=SpeechParams(settings.tts.speed, sentence_silence=settings.tts.sentence_silence),
                 )
             )
         _unique_names(asr)
-        _unique_names([*voices, *xtts])
-        registry = VoiceRegistry(catalog, [voice.found for voice in voices], voices[0].name, xtts)
+        _unique_names([*piper, *xtts])
+        voices = VoiceRegistry(catalog, [engine.found for engine in piper], piper[0].name, xtts)
         turn = catalog.turn_model(settings.asr.turn_model)
         wake = None
         if settings.wake.wake_model != ["none"]:
             models = WakeModels(settings.data_dir, settings.wake.wake_model)
             wake = WakeEngine(models, settings.wake, workers=settings.threads)
         turn_engine = None if turn is None else TurnEngine(turn)
-        core = cls(settings, runtime, asr, voices, registry, xtts, turn_engine, wake, suppressor, hass_token)
+        core = cls(
+            settings,
+            runtime,
+            asr=asr,
+            piper=piper,
+            voices=voices,
+            xtts=xtts,
+            turn=turn_engine,
+            wake=wake,
+            suppressor=suppressor,
+            hass_token=hass_token,
+        )
         for engine in core.engines:
             engine.warm_up()
         _LOGGER.info(
             "Loaded Whisper %s and voices %s on %s (%s) in %.1f s",
             ", ".join(core.asr),
-            ", ".join(voice.name for voice in [*voices, *xtts]),
+            ", ".join(engine.name for engine in [*piper, *xtts]),
             runtime.device,
             runtime.compute_type,
             time.monotonic() - started,
@@ -325,8 +333,8 @@ class Core:
         if request.reference is not None:
             return await self._reference_stream(request, request.reference)
         language, speaker = request.language, request.speaker
-        chosen = self.voices.get(request.voice, language)
-        if request.voice and self.voices.find(request.voice) is None:
+        chosen = self.voices.get(request.voice_name, language)
+        if request.voice_name and self.voices.find(request.voice_name) is None:
             speaker = None  # it was a speaker of the voice that is not here
         engine = await self._engine(chosen)
         if chosen.engine == XTTS and language:
@@ -336,16 +344,16 @@ class Core:
         max_chars = self.settings.max_text_chars
         # A Piper voice speaks its one language whatever the request says; XTTS speaks the request's.
         spoken = language if chosen.engine == XTTS else None
-        return SpeechStream(engine, speaker or chosen.speaker, max_chars, params, cache, language=spoken)
+        return SpeechStream(engine, speaker or chosen.speaker, max_chars, params, cache=cache, language=spoken)
 
     async def _reference_stream(self, request: SpeechRequest, reference: bytes) -> SpeechStream:
         if not self.xtts:
             raise BadRequest("Speaking with a reference recording needs XTTS: start the server with --xtts")
-        if request.voice:
-            chosen = self.voices.get(request.voice)
+        if request.voice_name:
+            chosen = self.voices.get(request.voice_name)
             if chosen.engine != XTTS:
                 raise BadRequest(
-                    f"Voice {quote(request.voice)} is a Piper voice; a reference recording needs an XTTS voice"
+                    f"Voice {quote(request.voice_name)} is a Piper voice; a reference recording needs an XTTS voice"
                 )
             engine = self.xtts[chosen.model.name]
         else:
@@ -353,7 +361,7 @@ class Core:
         engine.language(request.language)
         speech = await engine.reference(reference)
         params = engine.params.but(speed=request.speed)
-        return SpeechStream(speech, None, self.settings.max_text_chars, params, None, language=request.language)
+        return SpeechStream(speech, None, self.settings.max_text_chars, params, language=request.language)
 
     async def clone_voice(self, name: str, audio: bytes, model: str | None = None) -> dict[str, Any]:
         """A new voice from a recording (3-30 s, audio.UPLOAD_FORMATS), stored, listed at once and after restarts.
@@ -472,7 +480,7 @@ def _voice_entry(voice: Voice, model: Entry | None) -> Entry:
 def _piper(found: Found, runtime: Runtime, settings: CoreSettings) -> PiperEngine:
     tts = settings.tts
     params = SpeechParams(tts.speed, tts.noise_scale, tts.noise_w, tts.sentence_silence)
-    return PiperEngine(found, runtime, workers=tts.tts_workers, queue_size=settings.queue_size, params=params)
+    return PiperEngine(found, Placement(runtime, tts.tts_workers, settings.queue_size), params=params)
 
 
 def _xtts_class() -> type[XttsEngine]:

@@ -174,7 +174,7 @@ class Listening:
                 return self._last_answer
             if len(self._answers) >= MAX_ANSWERING:
                 raise Busy(f"{MAX_ANSWERING} turns are still being transcribed; wait for their transcripts")
-            return await self._end(turn, "client", "commit", ended, turn.session.samples, request=request)
+            return await self._end(turn, "client", "commit", ended=ended, until=turn.session.samples, request=request)
 
     async def clear(self) -> None:
         """Drop the audio of the turn being heard, unanswered."""
@@ -262,7 +262,8 @@ class Listening:
             self._drop(turn, end.samples)
         else:
             until = end.samples if end.speech_until is None else end.speech_until
-            await self._end(turn, "server", end.reason, end.speech_ended or time.perf_counter(), until, end.samples)
+            ended = end.speech_ended or time.perf_counter()
+            await self._end(turn, "server", end.reason, ended=ended, until=until, kept=end.samples)
         if self._many:
             await self._open(after)
 
@@ -271,6 +272,7 @@ class Listening:
         turn: _Turn,
         by: Literal["server", "client"],
         reason: str,
+        *,
         ended: float,
         until: int,
         kept: int | None = None,

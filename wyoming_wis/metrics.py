@@ -238,7 +238,7 @@ def rtc_session(opened: bool) -> None:
 
 
 def transcribed(
-    frontend: str, model: str, audio_seconds: float, audio_ended: float | None, turn_ended: str | None = None
+    frontend: str, model: str, audio_seconds: float, audio_ended: float | None, *, turn_ended: str | None = None
 ) -> None:
     """A transcript is ready. `audio_ended` is when the client's audio ended (`time.perf_counter()`), or, for a
     turn the server ended (`turn_ended` says why), when its last speech arrived (None: there was none)."""
@@ -253,14 +253,14 @@ class _Format(Protocol):
     def seconds(self, num_bytes: int) -> float: ...
 
 
-class _Voice(Protocol):
+class _Engine(Protocol):
     name: str
 
 
 class _Stream(Protocol):
     """What SpeechSent reads of a SpeechStream."""
 
-    voice: _Voice
+    engine: _Engine
     format: _Format
     text_at: float | None
 
@@ -278,8 +278,8 @@ class SpeechSent:
     def __init__(self, frontend: str, stream: _Stream, since: float | None = None) -> None:
         self.since = since
         self._stream = stream
-        self._first: Any = FIRST_AUDIO.labels(frontend, stream.voice.name)
-        self._seconds = TTS_SECONDS.labels(frontend, stream.voice.name)
+        self._first: Any = FIRST_AUDIO.labels(frontend, stream.engine.name)
+        self._seconds = TTS_SECONDS.labels(frontend, stream.engine.name)
 
     def sent(self, pcm_bytes: int) -> None:
         """`pcm_bytes` of speech (in the stream's format) have been handed to the client's connection."""

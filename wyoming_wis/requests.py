@@ -46,7 +46,7 @@ class AsrRequest:
 class SpeechRequest:
     """Text to speech; the text itself is written to the stream the core returns, as it comes."""
 
-    voice: str | None = None  # a voice's name; None, or one not here: the default voice (for `language`)
+    voice_name: str | None = None  # the protocols' `voice`; None, or one not here: the default voice (for `language`)
     speaker: str | None = None  # one of a multi-speaker voice's speakers
     language: str | None = None  # picks a voice when none is named; what XTTS speaks
     speed: float | None = None  # 2.0 speaks twice as fast; None: the voice's own

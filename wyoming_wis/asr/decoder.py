@@ -337,7 +337,7 @@ class Decoder:
         temperatures = (job.options.temperature,) if job.options.temperature else FALLBACK_TEMPERATURES
         tried = []
         while temperatures:
-            result = self._standard(job, language, problem, temperatures, limit)
+            result = self._standard(job, language, problem, temperatures=temperatures, limit=limit)
             if not _loops(result.text, sum(len(segment.tokens) for segment in result.segments), limit):
                 return result
             tried.append(result)
@@ -346,7 +346,7 @@ class Decoder:
         return min(tried, key=lambda result: compression_ratio(result.text))  # the least repetitive
 
     def _standard(
-        self, job: Job, language: str | None, problem: str, temperatures: tuple[float, ...], limit: int
+        self, job: Job, language: str | None, problem: str, *, temperatures: tuple[float, ...], limit: int
     ) -> Decoded:
         """One faster-whisper transcribe() of the job, falling back through `temperatures` as it does."""
         pieces, info = self.whisper.transcribe(

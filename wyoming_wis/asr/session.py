@@ -223,7 +223,9 @@ class AsrSession:
         if turn is None:
             metrics.transcribed(self.frontend, self.engine.name, transcript.duration, ended)
         else:
-            metrics.transcribed(self.frontend, self.engine.name, transcript.duration, turn.speech_ended, turn.reason)
+            metrics.transcribed(
+                self.frontend, self.engine.name, transcript.duration, turn.speech_ended, turn_ended=turn.reason
+            )
         return transcript
 
     async def end_audio(self) -> None:
@@ -462,7 +464,9 @@ class AsrSession:
         pieces = self._detector.pieces(len(audio))
         if self._latest is not None and self._latest[0] == pieces:
             return self._latest[1]
-        transcript = await self.engine.transcribe_pieces(audio, self._detector, pieces, self.options, self._known)
+        transcript = await self.engine.transcribe_pieces(
+            audio, self._detector, pieces, options=self.options, known=self._known
+        )
         self._latest = (pieces, transcript)
         return transcript
 
@@ -477,7 +481,7 @@ class AsrSession:
             return self._latest[1]
         judged = self._known | self._unsettled
         options = dataclasses.replace(self.options, judging=True)
-        transcript = await self.engine.transcribe_pieces(audio, self._detector, pieces, options, judged)
+        transcript = await self.engine.transcribe_pieces(audio, self._detector, pieces, options=options, known=judged)
         for piece, decoded in judged.items():
             (self._unsettled if decoded.unsettled else self._known)[piece] = decoded
         if any(judged[piece].unsettled for piece in pieces):
@@ -496,14 +500,16 @@ class AsrSession:
         group = 1
         while len(todo) > group:
             end = todo[group - 1] + 1
-            prefix = await self.engine.transcribe_pieces(audio, self._detector, pieces[:end], self.options, self._known)
+            prefix = await self.engine.transcribe_pieces(
+                audio, self._detector, pieces[:end], options=self.options, known=self._known
+            )
             await self._publish(prefix.text, final=True)
             todo, group = todo[group:], self.engine.batcher.max_batch
 
     async def _draft(self, audio: np.ndarray) -> Transcript:
         pieces = self._detector.pieces(len(audio))
         options = dataclasses.replace(self.options, draft=True)
-        return await self.engine.transcribe_pieces(audio, self._detector, pieces, options, self._drafts)
+        return await self.engine.transcribe_pieces(audio, self._detector, pieces, options=options, known=self._drafts)
 
     async def _publish(self, text: str, final: bool) -> None:
         if self._on_text is not None and (new := self._stable.update(text, final)):

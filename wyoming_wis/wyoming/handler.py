@@ -94,7 +94,7 @@ class WyomingHandler(AsyncEventHandler):
         self.evicted = False  # closed to give its slot to another owner: no longer counted as holding it
         # Chosen with select-program for the rest of the connection.
         self.asr_model: str | None = None
-        self.voice: str | None = None
+        self.voice_name: str | None = None
         # Speech-to-text request in progress: its one turn (the core's turn controller ends it, or audio-stop does).
         self._listening: Listening | None = None
         self._transcript_started = False  # transcript-start sent for this request
@@ -312,7 +312,7 @@ class WyomingHandler(AsyncEventHandler):
         if name in {model.name for model in served.of_kind(ASR)}:
             self.asr_model = name
         elif name in {voice.name for voice in served.voices}:
-            self.voice = name
+            self.voice_name = name
         elif name != PROGRAM_NAME:
             raise UnknownProgram(f"Unknown program {quote(name)} (programs: {PROGRAM_NAME})")
         self._request("select-program").done()
@@ -492,8 +492,8 @@ class WyomingHandler(AsyncEventHandler):
         name = _text(voice.name, "voice.name") if voice else None
         language = _text(voice.language, "voice.language") if voice else None
         speaker = _text(voice.speaker, "voice.speaker") if voice else None
-        voice_name = name or (None if language else self.voice)
-        return await self.core.speech_stream(SpeechRequest(voice=voice_name, speaker=speaker, language=language))
+        voice_name = name or (None if language else self.voice_name)
+        return await self.core.speech_stream(SpeechRequest(voice_name=voice_name, speaker=speaker, language=language))
 
     async def _end_stream(self) -> None:
         """Finish the open stream's audio, if any."""
