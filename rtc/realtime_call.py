@@ -175,6 +175,9 @@ class RealtimeCall(Connection):
                     await self.session.handle(data)
         except ConnectionError:
             self._close_soon(f"its {EVENTS} data channel closed")
+        except Exception:  # a bug: the call would go on deaf to its events
+            _LOGGER.exception("WebRTC connection %d: unexpected error handling a Realtime event", self.id)
+            self._close_soon("an internal error")
 
     def _on_message(self, channel: RTCDataChannel, data: str | bytes) -> None:
         try:

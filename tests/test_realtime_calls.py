@@ -21,7 +21,7 @@ from aiortc import RTCConfiguration, RTCPeerConnection, RTCSessionDescription
 from helpers import CORPUS, Server, assert_stops_cleanly, start_server, wer
 from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 from rtc_client import Client, PlayedTrack, pause, speech
-from test_rtc import free_range, sessions, url, wait_sessions
+from test_rtc import free_range, reference, sessions, url, wait_sessions
 
 MAX_SESSIONS = 4
 EVENTS = "oai-events"
@@ -83,10 +83,6 @@ async def call(server: Server, session: dict[str, Any] | None = None, source: st
     location = raw.headers["location"]
     assert location.startswith("/v1/realtime/calls/rtc_"), location
     return client, location.rsplit("/", 1)[-1]
-
-
-def reference(path: Path) -> str:
-    return path.with_suffix(".txt").read_text().strip()
 
 
 async def test_a_call_with_server_vad_transcribes_its_track(calls_server: Server) -> None:
