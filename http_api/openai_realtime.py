@@ -9,6 +9,11 @@ GA, and beta (the `OpenAI-Beta: realtime=v1` header, or from a browser the subpr
 `transcription_session.*`). See realtime_config.py for the
 session's fields.
 
+`RealtimeSession` is the protocol, whatever carries it: it is handed each client event's text (`handle`) and sends
+each server event through a callable. Here a WebSocket carries them; rtc/realtime_call.py serves the same session
+over WebRTC (`POST /v1/realtime/calls`), where the audio comes on the call's track (`feed_samples`) instead of in
+appends.
+
 Every client event is hostile until parsed: a frame of over MAX_EVENT_BYTES, invalid JSON, an unknown event, bad
 base64 or a bad value is answered with an `error` event naming it, and the session goes on. Sessions are counted
 (--realtime-max-sessions, half of them at most per address, as WebRTC's), a session silent for
@@ -24,10 +29,12 @@ import itertools
 import json
 import logging
 import secrets
+from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from typing import Any
 
 import av
+import numpy as np
 from aiohttp import WSMsgType, web
 
 from wyoming_wis.core import Core
@@ -53,6 +60,7 @@ MAX_EVENT_ID_CHARS = 64  # of a client's event_id, echoed in its errors
 SUBPROTOCOL = "realtime"  # what a browser asks for (with its key as another subprotocol: security.py)
 BETA_SUBPROTOCOL = "openai-beta.realtime-v1"  # a browser's OpenAI-Beta: realtime=v1
 HEARTBEAT_SECONDS = 30.0
+Send = Callable[[str], Awaitable[None]]  # a server event's JSON to the client; raises ConnectionError once it left
 
 
 def setup(app: web.Application, max_sessions: int, idle_timeout: float) -> None:
@@ -91,25 +99,82 @@ async def realtime(request: web.Request) -> web.StreamResponse:
         beta = request.headers.get("OpenAI-Beta", "").replace(" ", "") == "realtime=v1" or (
             BETA_SUBPROTOCOL in subprotocols(request.headers)
         )
-        session = RealtimeSession(core, request, socket, beta, config)
-        await session.run()
+        session = RealtimeSession(core, _sender(socket, request), request.remote or "local", beta=beta, config=config)
+        await _serve(session, socket, request.app[IDLE_TIMEOUT])
     finally:
         slots.give(owner)
     return socket
 
 
+async def _serve(session: RealtimeSession, socket: web.WebSocketResponse, idle: float) -> None:
+    """The WebSocket's frames into the session until the client goes, or sends nothing for `idle` seconds."""
+    await session.start()
+    try:
+        while not socket.closed:
+            try:
+                message = await socket.receive(timeout=idle)
+            except TimeoutError:
+                await session.error(f"No event for {idle:g} s (--realtime-idle-timeout); closing", "idle_timeout")
+                break
+            if message.type in (WSMsgType.TEXT, WSMsgType.BINARY):
+                await session.handle(message.data)
+            elif message.type == WSMsgType.ERROR:
+                _LOGGER.debug("Realtime client %s: %s", session.remote, message.data)
+                break
+            else:  # closing or closed
+                break
+            await asyncio.sleep(0)  # the next buffered event waits for every other connection's turn
+    except ConnectionError:
+        pass  # the client left, or stopped reading
+    finally:
+        session.close()
+        await socket.close()
+
+
+def _sender(socket: web.WebSocketResponse, request: web.Request) -> Send:
+    """Send a server event, if the client takes it within --send-timeout; one that stops reading is cut off."""
+    seconds = request.app[SEND_TIMEOUT]
+
+    async def send(payload: str) -> None:
+        if socket.closed:
+            raise ConnectionResetError("the Realtime client left")
+        try:
+            async with asyncio.timeout(seconds):
+                await socket.send_str(payload)
+        except TimeoutError:
+            _LOGGER.warning(
+                "Realtime client %s read nothing for %g s (--send-timeout); closing", request.remote, seconds
+            )
+            if request.transport is not None:
+                request.transport.abort()
+            raise ConnectionResetError("the Realtime client stopped reading") from None
+
+    return send
+
+
 class RealtimeSession:
-    """One client's transcription session: its configuration, its listening, and the ids it has been told."""
+    """One client's transcription session: its configuration, its listening, and the ids it has been told.
+
+    Its transport is the caller's: `send` takes each server event, `handle` each client event, and `feed_samples`
+    audio that comes otherwise than in appends (`appends=False`: the client may not send them)."""
 
     def __init__(
-        self, core: Core, request: web.Request, socket: web.WebSocketResponse, beta: bool, config: Config
+        self,
+        core: Core,
+        send: Send,
+        remote: str,
+        *,
+        beta: bool = False,
+        config: Config | None = None,
+        appends: bool = True,
     ) -> None:
         self.core = core
-        self.request = request
-        self.socket = socket
+        self.remote = remote  # the client's address, for the log
         self.beta = beta
+        self.appends = appends
+        self._transport = send
         self.id = "sess_" + secrets.token_hex(12)
-        self.config = config
+        self.config = config or Config()
         self._events = itertools.count(1)
         self._listenings = itertools.count(1)
         self._listening: Listening | None = None
@@ -123,40 +188,25 @@ class RealtimeSession:
         self._retiring: dict[Listening, asyncio.Task[None]] = {}  # of an earlier configuration, finishing turns
         self._warned = False  # the client's first mistake has been logged as a warning
 
-    async def run(self) -> None:
+    async def start(self) -> None:
+        """Tell the client its session: the first server event."""
         await self._send({"type": self._kind("created"), "session": self._render()})
-        idle = self.request.app[IDLE_TIMEOUT]
-        try:
-            while not self.socket.closed:
-                try:
-                    message = await self.socket.receive(timeout=idle)
-                except TimeoutError:
-                    await self._error(f"No event for {idle:g} s (--realtime-idle-timeout); closing", "idle_timeout")
-                    break
-                if message.type == WSMsgType.TEXT:
-                    await self._handle(message.data)
-                elif message.type == WSMsgType.BINARY:
-                    await self._error("Send events as JSON text frames, not binary ones", "invalid_event")
-                elif message.type == WSMsgType.ERROR:
-                    _LOGGER.debug("Realtime client %s: %s", self.request.remote, message.data)
-                    break
-                else:  # closing or closed
-                    break
-                await asyncio.sleep(0)  # the next buffered event waits for every other connection's turn
-        except ConnectionError:
-            pass  # the client left, or stopped reading
-        finally:
-            for retiring in self._retiring.values():
-                retiring.cancel()  # which closes its listening
-            if self._listening is not None:
-                self._listening.close()
-            await self.socket.close()
+
+    def close(self) -> None:
+        """Stop listening: turns not answered yet are dropped."""
+        for retiring in self._retiring.values():
+            retiring.cancel()  # which closes its listening
+        if self._listening is not None:
+            self._listening.close()
 
     # -- client events ------------------------------------------------------------
 
-    async def _handle(self, data: str) -> None:
+    async def handle(self, data: str | bytes) -> None:
+        """A client event, as its transport received it; a mistake in it is answered with an `error` event."""
         event_id = None
         try:
+            if not isinstance(data, str):
+                raise BadEvent("Send events as JSON text, not binary data", "invalid_event")
             if len(data) > MAX_EVENT_BYTES:
                 raise BadEvent(
                     f"An event may be at most {MAX_EVENT_BYTES} bytes; this one is {len(data)}", "event_too_large"
@@ -179,9 +229,18 @@ class RealtimeSession:
                 )
             await handler(self, event)
         except BadEvent as err:
-            await self._error(err.message, err.code, err.param, event_id)
+            await self.error(err.message, err.code, err.param, event_id)
         except WisError as err:
             await self._send({"type": "error", "error": _error_body(err) | {"event_id": event_id}})
+
+    async def feed_samples(self, samples: np.ndarray) -> None:
+        """Audio that came otherwise than in appends (16 kHz mono float32: WebRTC's track), into the listening,
+        opened as an append opens it; an error (e.g. past --max-audio-seconds) goes to the client as an event."""
+        try:
+            listening = self._listening or await self._relisten(self.config)
+            await listening.feed_samples(samples)
+        except WisError as err:
+            await self._send({"type": "error", "error": _error_body(err) | {"event_id": None}})
 
     async def _update(self, event: dict[str, Any]) -> None:
         config = self.config.updated(event.get("session"), beta=event["type"] == "transcription_session.update")
@@ -193,6 +252,8 @@ class RealtimeSession:
         await self._send({"type": self._kind("updated"), "session": self._render()})
 
     async def _append(self, event: dict[str, Any]) -> None:
+        if not self.appends:
+            raise BadEvent("The audio of this session is its call's track: it takes no appends", "invalid_event")
         audio = event.get("audio")
         if not isinstance(audio, str):
             raise BadEvent("audio must be a base64 string", param="audio")
@@ -317,31 +378,17 @@ class RealtimeSession:
         detection = self.config.turn_detection
         return 0 if detection is None else detection.prefix_padding_ms
 
-    async def _error(self, message: str, code: str, param: str | None = None, event_id: str | None = None) -> None:
+    async def error(self, message: str, code: str, param: str | None = None, event_id: str | None = None) -> None:
         """The client's mistake: an `error` event (echoing its event_id), and in the log a warning (the session's
         first; the rest at debug, so that a client cannot fill the log)."""
         log = _LOGGER.debug if self._warned else _LOGGER.warning
         self._warned = True
-        log("Realtime client %s: %s (%s)", self.request.remote, message, code)
+        log("Realtime client %s: %s (%s)", self.remote, message, code)
         error = {"type": "invalid_request_error", "code": code, "message": message, "param": param}
         await self._send({"type": "error", "error": error | {"event_id": event_id}})
 
     async def _send(self, event: dict[str, Any]) -> None:
-        """Send a server event, if the client takes it within --send-timeout; one that stops reading is cut off."""
-        if self.socket.closed:
-            raise ConnectionResetError("the Realtime client left")
-        seconds = self.request.app[SEND_TIMEOUT]
-        payload = json.dumps({"event_id": f"event_{next(self._events)}", **event})
-        try:
-            async with asyncio.timeout(seconds):
-                await self.socket.send_str(payload)
-        except TimeoutError:
-            _LOGGER.warning(
-                "Realtime client %s read nothing for %g s (--send-timeout); closing", self.request.remote, seconds
-            )
-            if self.request.transport is not None:
-                self.request.transport.abort()
-            raise ConnectionResetError("the Realtime client stopped reading") from None
+        await self._transport(json.dumps({"event_id": f"event_{next(self._events)}", **event}))
 
 
 _HANDLERS = {

@@ -558,6 +558,49 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
             **_errors(400, 401, 403, 429, 503),
         },
     },
+    ("post", "/v1/realtime/calls"): {
+        "tags": ["OpenAI"],
+        "summary": "Live transcription over WebRTC: OpenAI's Realtime API, transcription sessions, as a call",
+        "description": "The client's offer (the microphone's audio track and a data channel named oai-events, every "
+        "ICE candidate gathered) in, the SDP answer out, as OpenAI's SDK sends it (client.realtime.calls.create): "
+        "multipart/form-data with the part sdp and, optionally, session (JSON: a GA session.update's session, type "
+        "transcription, applied before any audio), or the offer alone as an application/sdp body. The track's audio "
+        "is transcribed; the events of /v1/realtime (but for input_audio_buffer.append) go both ways on oai-events, "
+        "session.created first. The call counts among the WebRTC connections (--rtc-max-sessions, shared with "
+        "/api/rtc/asr): 429 when they are all open, or half of them from one address; 503 also when --rtc-ports "
+        "has no free port.",
+        "requestBody": {
+            "required": True,
+            "content": {
+                "multipart/form-data": {
+                    "schema": {
+                        "type": "object",
+                        "required": ["sdp"],
+                        "properties": {
+                            "sdp": {**STRING, "description": "The client's offer"},
+                            "session": {**STRING, "description": "The session as JSON, as session.update sends it"},
+                        },
+                    },
+                    "encoding": {"sdp": {"contentType": "application/sdp"}, "session": {"contentType": JSON}},
+                },
+                "application/sdp": {"schema": STRING},
+            },
+        },
+        "responses": {
+            "201": {
+                "description": "The answer, with the server's candidates",
+                "headers": {"Location": {"description": "/v1/realtime/calls/{call_id}", "schema": STRING}},
+                "content": {"application/sdp": {"schema": STRING}},
+            },
+            **_errors(400, 401, 403, 404, 413, 415, 429, 503),
+        },
+    },
+    ("post", "/v1/realtime/calls/{call_id}/hangup"): {
+        "tags": ["OpenAI"],
+        "summary": "End a call, from the address that made it",
+        "parameters": [{"name": "call_id", "in": "path", "required": True, "schema": STRING}],
+        "responses": {"200": {"description": "The call is over"}, **_errors(401, 403, 404)},
+    },
     ("get", "/v1/audio/voices"): {
         "tags": ["OpenAI"],
         "summary": "Voices, their languages and speakers",

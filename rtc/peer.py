@@ -38,6 +38,12 @@ channel would hold more than it may for the peer (rtc/sctp.py: a message that
 never ends, a peer that acknowledges nothing), or when the server stops;
 everything it holds is freed then. Closing never fails: each step is
 guarded, and the connection's place is given back in any case.
+
+That much is `Connection`'s, whatever the data channel speaks: `Peer` is a
+connection that speaks Willow's messages, and rtc/realtime_call.py's
+`RealtimeCall` one that speaks OpenAI's Realtime API. A connection's protocol
+says what its data channels' messages do (`_on_message`), where the track's
+frames go (`_hear`) and what it frees when it ends (`_release`).
 """
 
 from __future__ import annotations
@@ -132,31 +138,30 @@ class Limits:
     max_wait: float | None = None  # --http-max-wait: how long a browser waits for its transcript to start
 
 
-class Peer:
-    """A browser's connection; `answer` its offer, and it runs until the peer goes or `close` is called."""
+@dataclasses.dataclass(frozen=True)
+class Setup:
+    """What the signalling gives each connection, whatever it speaks."""
 
-    def __init__(
-        self,
-        core: Core,
-        pc: RTCPeerConnection,
-        defaults: Params,
-        limits: Limits,
-        executor: Executor | None,
-        on_closed: Callable[[Peer], None],
-        remote: str = "local",
-    ) -> None:
+    pc: RTCPeerConnection
+    limits: Limits
+    executor: Executor | None  # the codec threads, for resampling the track's audio
+    on_closed: Callable[[Connection], None]  # gives the connection's place back
+    remote: str = "local"  # the browser's address
+
+
+class Connection:
+    """A browser's connection; `answer` its offer, and it runs until the peer goes or `close` is called. What its
+    data channel speaks is a subclass's (the hooks under "protocol")."""
+
+    def __init__(self, setup: Setup) -> None:
         self.id = next(_IDS)
-        self.remote = remote  # the browser's address, for the log
-        self.pc = pc
+        self.remote = setup.remote  # the browser's address, for the log
+        self.pc = pc = setup.pc
         self.closed = False
         self._closing: asyncio.Task[None] | None = None
-        self._core = core
-        self._defaults = defaults
-        self._limits = limits
-        self._executor = executor
-        self._on_closed = on_closed
-        self._utterance: _Utterance | None = None  # from `start` to `stop`
-        self._wake: _Wake | None = None  # listening for wake words, from `wake` to `wake-stop`
+        self._limits = setup.limits
+        self._executor = setup.executor
+        self._on_closed = setup.on_closed
         self._tasks: set[asyncio.Task[Any]] = set()
         self._reading = False
         self._connected = False  # has been connected, at some point
@@ -206,14 +211,8 @@ class Peer:
         """Each step guarded and bounded; the connection's place given back whatever happens."""
         _LOGGER.info("WebRTC connection %d closed: %s", self.id, reason)
         try:
-            with self._guarded("ending the utterance"):
-                if self._utterance is not None:
-                    utterance, self._utterance = self._utterance, None
-                    utterance.cancel()
-            with self._guarded("ending the wake word listening"):
-                if self._wake is not None:
-                    wake, self._wake = self._wake, None
-                    wake.end("cancelled")
+            with self._guarded("freeing what its protocol holds"):
+                self._release()
             tasks = list(self._tasks)
             for task in tasks:
                 task.cancel()
@@ -275,10 +274,89 @@ class Peer:
             self._spawn(self._read(track))
 
     def _on_datachannel(self, channel: RTCDataChannel) -> None:
-        channel.on("message", lambda data: self._on_message(channel, data))
+        channel.on("message", lambda data: self._on_data(channel, data))
+
+    def _on_data(self, channel: RTCDataChannel, data: str | bytes) -> None:
+        self._heard = time.monotonic()
+        self._on_message(channel, data)
+
+    async def _read(self, track: MediaStreamTrack) -> None:
+        """Drain the track for the connection's life; each frame to `_hear`."""
+        while True:
+            try:
+                frame = await track.recv()
+            except MediaStreamError:  # the receiver stopped: the connection is closing
+                return
+            await self._hear(frame)
+
+    # -- protocol -------------------------------------------------------------------
 
     def _on_message(self, channel: RTCDataChannel, data: str | bytes) -> None:
-        self._heard = time.monotonic()
+        """A message on a data channel; raising here would reach aiortc's SCTP transport."""
+        raise NotImplementedError
+
+    async def _hear(self, frame: av.AudioFrame) -> None:
+        """A frame of the track's audio (48 kHz Opus, decoded)."""
+        raise NotImplementedError
+
+    def _release(self) -> None:
+        """Free what the protocol holds: the first step of closing, before the peer connection closes."""
+
+    # -- upkeep ---------------------------------------------------------------------
+
+    async def _watch(self) -> None:
+        """Close the connection if it has not connected within CONNECT_TIMEOUT (or the idle timeout, if shorter),
+        or once no packet has come from the peer for the idle timeout."""
+        timeout = self._limits.idle_timeout
+        connect = min(CONNECT_TIMEOUT, timeout)
+        opened = time.monotonic()
+        while True:
+            await asyncio.sleep(min(timeout / 4, 10.0))
+            if not self._connected and time.monotonic() - opened > connect:
+                await self.close(f"not connected within {connect:g} s")
+                return
+            packets = await self._received()
+            if packets != self._packets:
+                self._packets, self._heard = packets, time.monotonic()
+            if time.monotonic() - self._heard > timeout:
+                await self.close(f"nothing heard for {timeout:g} s")
+                return
+
+    async def _received(self) -> int:
+        """Packets (RTP, RTCP, data channel and its heartbeats) received on the connection's transports.
+
+        Stats that cannot be had count as nothing new, so that a broken connection still times out.
+        """
+        try:
+            report = await self.pc.getStats()
+        except Exception as err:  # see the docstring
+            _LOGGER.debug("WebRTC connection %d: no stats: %r", self.id, err)
+            return self._packets
+        return sum(getattr(stats, "packetsReceived", 0) for stats in report.values() if stats.type == "transport")
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        task = asyncio.create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._done)
+        return task
+
+    def _done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and (err := task.exception()) is not None:
+            _LOGGER.error("WebRTC connection %d: unexpected error", self.id, exc_info=err)
+
+
+class Peer(Connection):
+    """A connection that speaks Willow's messages: utterances from `start` to `stop`, wake words (see the module)."""
+
+    def __init__(self, core: Core, defaults: Params, setup: Setup) -> None:
+        self._core = core
+        self._defaults = defaults
+        self._utterance: _Utterance | None = None  # from `start` to `stop`
+        self._wake: _Wake | None = None  # listening for wake words, from `wake` to `wake-stop`
+        super().__init__(setup)
+
+    def _on_message(self, channel: RTCDataChannel, data: str | bytes) -> None:
         try:
             message = messages.parse(data)
             if message.type == "ping":
@@ -295,6 +373,16 @@ class Peer:
             self._refuse(channel, err)
         except Exception:  # raised here it would reach aiortc's SCTP transport: log it, answer, carry on
             self._report_bug(channel, "handling a message")
+
+    def _release(self) -> None:
+        with self._guarded("ending the utterance"):
+            if self._utterance is not None:
+                utterance, self._utterance = self._utterance, None
+                utterance.cancel()
+        with self._guarded("ending the wake word listening"):
+            if self._wake is not None:
+                wake, self._wake = self._wake, None
+                wake.end("cancelled")
 
     # -- wake words -----------------------------------------------------------------
 
@@ -381,25 +469,20 @@ class Peer:
         finally:
             utterance.cancel()  # a turn still open (none, but for a failure) is dropped
 
-    async def _read(self, track: MediaStreamTrack) -> None:
-        """Drain the track for the connection's life; frames go to the running utterance, if any."""
-        while True:
-            try:
-                frame = await track.recv()
-            except MediaStreamError:  # the receiver stopped: the connection is closing
-                return
-            await self._hear_wake_words(frame)
-            utterance = self._utterance
-            if utterance is None or not utterance.listener.add(frame):
-                continue
-            try:
-                await utterance.listener.feed()
-            except WisError as err:  # e.g. past --max-audio-seconds: this utterance ends, the connection stays
-                if self._utterance is utterance:
-                    self._utterance = None
-                utterance.failed(err)
-                utterance.cancel()
-                self._refuse(utterance.channel, err)
+    async def _hear(self, frame: av.AudioFrame) -> None:
+        """A frame to the wake word listening and the running utterance, if any."""
+        await self._hear_wake_words(frame)
+        utterance = self._utterance
+        if utterance is None or not utterance.listener.add(frame):
+            return
+        try:
+            await utterance.listener.feed()
+        except WisError as err:  # e.g. past --max-audio-seconds: this utterance ends, the connection stays
+            if self._utterance is utterance:
+                self._utterance = None
+            utterance.failed(err)
+            utterance.cancel()
+            self._refuse(utterance.channel, err)
 
     def _report_bug(self, channel: RTCDataChannel, doing: str) -> None:
         """Log the exception being handled, and tell the browser something went wrong."""
@@ -410,49 +493,6 @@ class Peer:
         """Tell the browser what went wrong, and the log whose mistake it was."""
         _LOGGER.warning("WebRTC client %s (connection %d): %s (%s)", self.remote, self.id, err.message, err.code)
         _send(channel, messages.error(err.message, err.code))
-
-    # -- upkeep ---------------------------------------------------------------------
-
-    async def _watch(self) -> None:
-        """Close the connection if it has not connected within CONNECT_TIMEOUT (or the idle timeout, if shorter),
-        or once no packet has come from the peer for the idle timeout."""
-        timeout = self._limits.idle_timeout
-        connect = min(CONNECT_TIMEOUT, timeout)
-        opened = time.monotonic()
-        while True:
-            await asyncio.sleep(min(timeout / 4, 10.0))
-            if not self._connected and time.monotonic() - opened > connect:
-                await self.close(f"not connected within {connect:g} s")
-                return
-            packets = await self._received()
-            if packets != self._packets:
-                self._packets, self._heard = packets, time.monotonic()
-            if time.monotonic() - self._heard > timeout:
-                await self.close(f"nothing heard for {timeout:g} s")
-                return
-
-    async def _received(self) -> int:
-        """Packets (RTP, RTCP, data channel and its heartbeats) received on the connection's transports.
-
-        Stats that cannot be had count as nothing new, so that a broken connection still times out.
-        """
-        try:
-            report = await self.pc.getStats()
-        except Exception as err:  # see the docstring
-            _LOGGER.debug("WebRTC connection %d: no stats: %r", self.id, err)
-            return self._packets
-        return sum(getattr(stats, "packetsReceived", 0) for stats in report.values() if stats.type == "transport")
-
-    def _spawn(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
-        task = asyncio.create_task(work)
-        self._tasks.add(task)
-        task.add_done_callback(self._done)
-        return task
-
-    def _done(self, task: asyncio.Task[Any]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and (err := task.exception()) is not None:
-            _LOGGER.error("WebRTC connection %d: unexpected error", self.id, exc_info=err)
 
 
 class _Wake:
