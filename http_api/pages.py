@@ -9,7 +9,9 @@ opens the WebSocket `/v1/realtime?intent=transcription`). The `rtc` package stay
 
 The pages share one header (`static/header.html`: the name, the links between pages, the API key
 form), put in place of their `<!-- header -->` line when the module loads, with the page's own link
-marked; each page is then served from memory, with an ETag so that a browser revalidates it cheaply.
+marked; the same <head> (`static/head.html`, for `<!-- head -->`: the character set, viewport, icon and
+stylesheet); and those that connect, the log and footer (`static/log.html`, for `<!-- log -->`). Each page is
+then served from memory, with an ETag so that a browser revalidates it cheaply.
 
 The pages hold no data, so they are open without credentials like /api/docs (see
 `security.OPEN_RESOURCES`): a browser cannot send a key when it opens a page; the page
@@ -32,9 +34,14 @@ from .errors import ApiError
 routes = web.RouteTableDef()
 STATIC = Path(__file__).with_name("static")
 PAGES = {"/": "index.html", "/rtc": "rtc.html", "/realtime": "realtime.html"}
-HEADER = "header.html"  # a part of every page, not a file of its own
+HEAD = "head.html"  # what every page's <head> holds besides its title and script: parts, not files of their own
+HEADER = "header.html"  # of every page
+LOG = "log.html"  # the connection log and the footer of the pages that connect (/rtc, /realtime)
+PARTS = {"  <!-- head -->\n": HEAD, "  <!-- log -->\n": LOG}  # put in where a page has the line
 ASSETS = frozenset(
-    path.name for path in STATIC.iterdir() if path.is_file() and path.name not in {*PAGES.values(), HEADER}
+    path.name
+    for path in STATIC.iterdir()
+    if path.is_file() and path.name not in {*PAGES.values(), HEADER, *PARTS.values()}
 )
 # The pages' own origin only. media-src blob: plays synthesised speech fetched by the page;
 # WebRTC's media is not governed by CSP, and its signalling is a fetch to this server. connect-src 'self' covers
@@ -84,6 +91,8 @@ def _page(path: str) -> tuple[bytes, str]:
     if own not in header or "  <!-- header -->\n" not in page:
         raise RuntimeError(f"{PAGES[path]} or {HEADER} lacks its part: the package is damaged")
     header = header.replace(own, own[:-1] + ' aria-current="page">', 1)
+    for line, part in PARTS.items():
+        page = page.replace(line, (STATIC / part).read_text(), 1)
     body = page.replace("  <!-- header -->\n", header, 1).encode()
     return body, hashlib.sha256(body).hexdigest()[:32]
 

@@ -44,14 +44,15 @@ def pcm(seconds: float, value: int = 1000) -> bytes:
 class StandInSession:
     """Keeps what it is fed; its turn ends when `end_turn` says; its transcript is the samples it kept, by value."""
 
-    def __init__(self, on_text: Any, on_speech: Any, max_seconds: float) -> None:
+    def __init__(self, on_text: Any, max_seconds: float) -> None:
         self.audio = np.zeros(0, dtype=np.float32)
-        self.on_text, self.on_speech = on_text, on_speech
+        self.on_text = on_text
         self.max_seconds = max_seconds
         self.seconds = 0.0
         self.closed = False
         self.finish_gate: asyncio.Event | None = None
         self._turn: asyncio.Future[TurnEnd] = asyncio.get_running_loop().create_future()
+        self.speech: asyncio.Future[int] = asyncio.get_running_loop().create_future()
 
     @property
     def samples(self) -> int:
@@ -76,6 +77,9 @@ class StandInSession:
     def end_turn(self, reason: str, at: int, speech_until: int | None) -> None:
         self._turn.set_result(TurnEnd(reason, at, 1.0, speech_until))  # type: ignore[arg-type]
 
+    async def speech_start(self) -> int:
+        return await asyncio.shield(self.speech)
+
     async def turn_end(self) -> TurnEnd:
         return await asyncio.shield(self._turn)
 
@@ -94,6 +98,8 @@ class StandInSession:
 
     def close(self) -> None:
         self.closed = True
+        if not self.speech.done():
+            self.speech.cancel()
         if not self._turn.done():
             self._turn.cancel()
 
@@ -121,8 +127,8 @@ class StandInCore:
     def resolve(self, request: AsrRequest) -> Decoding:
         return Decoding(request.model or "base", request.language)
 
-    def open_asr(self, request: AsrRequest, *, frontend: str, on_text: Any = None, on_speech: Any = None) -> Any:
-        session = StandInSession(on_text, on_speech, self.max_seconds)
+    def open_asr(self, request: AsrRequest, *, frontend: str, on_text: Any = None) -> Any:
+        session = StandInSession(on_text, self.max_seconds)
         self.sessions.append(session)
         return session
 
@@ -235,7 +241,8 @@ async def test_events_carry_partials_and_speech() -> None:
     core = StandInCore()
     heard, events = await listening(core, SERVER_ENDS, many=True)
     await heard.feed(pcm(0.5, 1000), PCM16)
-    await core.sessions[0].on_speech(800)
+    core.sessions[0].speech.set_result(800)
+    await settle()
     await core.sessions[0].on_text("hello")
     assert events == [SpeechStarted(1, 0.05), Partial(1, "hello")]
 

@@ -25,7 +25,7 @@ from .asr import AsrSession, Bias, Transcript, WhisperEngine
 from .asr.decoder import Options
 from .asr.denoise import Suppressor
 from .asr.engine import MAX_PROMPT_CHARS, WHISPER_LANGUAGES
-from .asr.session import OnSpeech, OnText
+from .asr.session import OnText
 from .asr.turn import TurnEnd, TurnLimits
 from .asr.turn_model import TurnEngine
 from .budget import MemoryBudget
@@ -241,19 +241,12 @@ class Core:
             raise BadRequest(f"The silence that ends a turn must be {MIN_SILENCE:g} to {MAX_SILENCE:g} s")
         return Decoding(engine.name, engine.options(request, self.household.names))
 
-    def open_asr(
-        self,
-        request: AsrRequest,
-        *,
-        frontend: Frontend,
-        on_text: OnText | None = None,
-        on_speech: OnSpeech | None = None,
-    ) -> AsrSession:
+    def open_asr(self, request: AsrRequest, *, frontend: Frontend, on_text: OnText | None = None) -> AsrSession:
         """A session for one request; use it as an async context manager, or `close` it once the request ends.
 
         `on_text` gets partial text as it is recognised (if --partial-results). The session's `finish` counts
         the transcript in the metrics, for `frontend`. With `request.end_of_turn`, `session.turn_end()` returns
-        once the server judges the speaker done, and `on_speech` hears where the speech began.
+        once the server judges the speaker done.
         """
         decoding = self.resolve(request)
         asr = self.settings.asr
@@ -266,7 +259,6 @@ class Core:
             on_text=on_text if asr.partial_results else None,
             end_of_turn=request.end_of_turn,
             max_silence=request.max_silence,
-            on_speech=on_speech,
             limits=TurnLimits(max_speech=asr.max_turn_seconds, no_speech=asr.no_speech_seconds),
             turn_model=None if self.turn is None else self.turn.complete,
             cleaner=None if self.suppressor is None else self.suppressor.stream(self.budget.hold()),

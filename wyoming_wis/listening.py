@@ -106,7 +106,7 @@ class Listening:
         self._many = many
         self._numbers = itertools.count(1)
         self._turn: _Turn | None = None  # the turn being heard
-        self._over = False  # a listening of one turn whose turn has ended: later audio is dropped
+        self.over = False  # a listening of one turn whose turn has ended (or failed): it takes no more audio
         self._start = 0  # where the next turn begins in the listening's audio (samples at 16 kHz)
         self._answers: set[asyncio.Task[None]] = set()
         self._last_answer: asyncio.Task[None] | None = None  # each answer goes out after the one before
@@ -117,11 +117,6 @@ class Listening:
     def seconds(self) -> float:
         """Audio in the turn being heard, so far."""
         return 0.0 if self._turn is None else self._turn.session.seconds
-
-    @property
-    def over(self) -> bool:
-        """A listening of one turn whose turn has ended (or failed): it takes no more audio."""
-        return self._over
 
     @property
     def answering(self) -> bool:
@@ -201,7 +196,7 @@ class Listening:
     async def _current(self) -> _Turn | None:
         """The turn audio goes to now (the lock held): the one being heard, or if the server ended it, the next;
         None where a listening's one turn is over."""
-        while not self._over:
+        while not self.over:
             turn = self._turn
             if turn is None:
                 return await self._open()
@@ -219,13 +214,7 @@ class Listening:
         async def on_text(text: str) -> None:
             await self._emit(Partial(number, text))
 
-        async def on_speech(sample: int) -> None:
-            await self._emit(SpeechStarted(number, (turn.start + sample) / WHISPER_RATE))
-
-        judged = self.request.end_of_turn is not None  # speech is announced where the server ends turns
-        session = self._core.open_asr(
-            self.request, frontend=self._frontend, on_text=on_text, on_speech=on_speech if judged else None
-        )
+        session = self._core.open_asr(self.request, frontend=self._frontend, on_text=on_text)
         turn = self._turn = _Turn(number, session, self._start)
         if self.request.end_of_turn is not None:
             turn.watch = asyncio.create_task(self._watch(turn))
@@ -238,9 +227,18 @@ class Listening:
         return turn
 
     async def _watch(self, turn: _Turn) -> None:
-        """Wait for the server to end the turn, then move on."""
-        with contextlib.suppress(Exception):  # what stopped the judging is `_move_on`'s to report
-            await turn.session.turn_end()
+        """Tell of the turn's speech once the session hears it begin; wait for the server to end the turn, then
+        move on."""
+        speech, end = asyncio.ensure_future(turn.session.speech_start()), asyncio.ensure_future(turn.session.turn_end())
+        try:
+            await asyncio.wait((speech, end), return_when=asyncio.FIRST_COMPLETED)
+            if speech.done() and not speech.cancelled():
+                await self._emit(SpeechStarted(turn.number, (turn.start + speech.result()) / WHISPER_RATE))
+            with contextlib.suppress(Exception):  # what stopped the judging is `_move_on`'s to report
+                await end
+        finally:
+            speech.cancel()
+            end.cancel()
         async with self._lock:
             if self._turn is turn:
                 await self._move_on(turn)
@@ -281,7 +279,7 @@ class Listening:
         """Tell the frontend the turn ended (its speech `until` a sample; it `kept` that many, by default all),
         and start answering it (decoded as `request` asks, if given)."""
         self._finish_turn(turn, turn.session.samples if kept is None else kept)
-        self._over = not self._many
+        self.over = not self._many
         start = turn.start / WHISPER_RATE
         await self._emit(TurnEnded(turn.number, by, reason, start, start + until / WHISPER_RATE, ended))
         answer = self._answer(turn, ended, self._last_answer, request)
@@ -330,7 +328,7 @@ class Listening:
 
     async def _fail(self, turn: _Turn, err: WisError) -> None:
         self._drop(turn)
-        self._over = not self._many
+        self.over = not self._many
         await self._emit(Failed(turn.number, err))
 
     def _drop(self, turn: _Turn, kept: int | None = None) -> None:

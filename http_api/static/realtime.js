@@ -9,20 +9,8 @@
 // Authorization header, so the key goes as the subprotocol openai-insecure-api-key.KEY beside "realtime", as
 // OpenAI's browser clients send it. Stop ends the microphone, commits a turn still being spoken, waits for the
 // transcripts due and closes.
-import {
-  $,
-  ApiError,
-  api,
-  apiKey,
-  fillWhisperChoices,
-  h,
-  log,
-  microphoneTrack,
-  parseMessage,
-  say,
-  sayError,
-  setupKeyForm,
-} from "./common.js";
+import { $, ApiError, api, apiKey, fillWhisperChoices, h, log, microphoneTrack, parseMessage, say, sayError,
+  setupKeyForm } from "./common.js";
 
 const RATE = 24000; // the PCM rate OpenAI's Realtime API takes
 const STOP_WAIT_MS = 15000; // after Stop, how long the transcripts still due are waited for

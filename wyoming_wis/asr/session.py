@@ -66,7 +66,6 @@ LIVE_RATE = 1.5  # audio arriving faster than this times real time is a file
 _LIVE_SLACK = 1.0  # seconds of audio a live client may send ahead (buffers, network)
 
 OnText = Callable[[str], Awaitable[None]]
-OnSpeech = Callable[[int], Awaitable[None]]  # the sample where the speaker's speech began
 TurnModel = Callable[[np.ndarray], Awaitable[float]]  # the probability that the speaker's turn is complete
 _ARRIVALS = 256  # recent feeds remembered, to tell when the last speech arrived
 TURN_PAD = int(0.2 * WHISPER_RATE)  # silence after speech the turn model hears: as it was trained (and pipecat asks)
@@ -84,7 +83,6 @@ class AsrSession:
         on_text: OnText | None = None,
         end_of_turn: str | None = None,
         max_silence: float | None = None,
-        on_speech: OnSpeech | None = None,
         limits: TurnLimits | None = None,
         turn_model: TurnModel | None = None,
         cleaner: Cleaner | None = None,
@@ -94,8 +92,7 @@ class AsrSession:
         `frontend` labels the transcript in the metrics. `hold` is the session's share of the memory budget: the
         audio buffer is counted in it before it grows, and given back by `close`. With `end_of_turn` (a
         sensitivity) the session ends the turn itself, within `limits`, asking `turn_model` when there is one, and
-        on `max_silence` seconds of silence if that is sooner than the sensitivity's own; `on_speech` hears where
-        speech began, once, as soon as the session's VAD has heard it.
+        on `max_silence` seconds of silence if that is sooner than the sensitivity's own.
         `cleaner` cleans the audio as it comes, in its own threads; the session closes it.
         """
         self.engine = engine
@@ -121,7 +118,7 @@ class AsrSession:
         self._first_audio: float | None = None
         self._finishing = False
         self._patience = _patience(end_of_turn, max_silence)
-        self._on_speech = on_speech
+        self._speech: asyncio.Future[int] = asyncio.get_running_loop().create_future()  # where speech began
         self._vad_step = TURN_VAD_STEP if end_of_turn else VAD_STEP
         self._limits = limits or TurnLimits(max_speech=max_seconds, no_speech=max_seconds)
         self._turn_model = turn_model
@@ -247,6 +244,8 @@ class AsrSession:
             self._follower.cancel()
         if self._judging is not None:
             self._judging.cancel()
+        if not self._speech.done():
+            self._speech.cancel()
         if not self._turn.done():
             self._turn.cancel()  # nobody waits for an end that will not come
         elif not self._turn.cancelled():
@@ -269,6 +268,11 @@ class AsrSession:
         if not self._turn.done() or self._turn.cancelled() or self._turn.exception() is not None:
             return np.zeros(0, dtype=np.float32)
         return self._buffer[self._turn.result().samples : self._samples].copy()
+
+    async def speech_start(self) -> int:
+        """The sample where the speaker's speech began, once the session's VAD has heard it (where it follows the
+        audio: a request with `end_of_turn`, or a listener of partial text)."""
+        return await asyncio.shield(self._speech)
 
     async def turn_end(self) -> TurnEnd:
         """Once the server judges the speaker's turn ended (a request with `end_of_turn` only); `finish` then
@@ -297,9 +301,8 @@ class AsrSession:
             except WisError as err:  # busy: what is said so far is scored at the end
                 _LOGGER.debug("No partial transcript: %s", err)
                 continue
-            if self._on_speech is not None and (start := self._detector.speech_start()) is not None:
-                on_speech, self._on_speech = self._on_speech, None
-                await on_speech(start)
+            if not self._speech.done() and (start := self._detector.speech_start()) is not None:
+                self._speech.set_result(start)
             # a file is not a speaker: not even its first second, which the slack for a live client's buffers lets in
             if self._patience is not None and not self._finishing and self._live(slack=0.0):
                 try:
