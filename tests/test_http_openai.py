@@ -167,6 +167,8 @@ def test_logprobs_are_the_models_for_each_token_of_the_json_text(client: openai.
     assert all(-30 < token.logprob <= 0 for token in tokens), tokens
     assert len({round(token.logprob, 4) for token in tokens}) > len(tokens) // 2  # each the model's own, not one
     assert sum(token.logprob for token in tokens) / len(tokens) > -0.5  # clear speech, read as it was said
+    sampled = transcribe(client, include=["logprobs"], temperature=0.4)  # faster-whisper's own pass, scored after
+    assert spelled(sampled.logprobs).strip() == sampled.text and all(t.logprob <= 0 for t in sampled.logprobs)
 
 
 def test_streamed_logprobs_come_with_each_delta_and_all_of_them_when_done(client: openai.OpenAI) -> None:
