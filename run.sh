@@ -19,6 +19,7 @@
 #   ./run.sh bench accuracy [FLAGS...]       our transcripts against faster-whisper's transcribe(), per utterance (bench/accuracy.py)
 #   ./run.sh bench paths [FLAGS...]          every frontend's transcripts against the same, per utterance (bench/paths.py)
 #   ./run.sh bench endpoint [FLAGS...]       last word to transcript: Home Assistant's VAD, the peer's, ours (bench/endpoint.py)
+#   ./run.sh bench realtime [FLAGS...]       the same, OpenAI Realtime transcription (server_vad, semantic_vad) against our Wyoming path (bench/realtime.py)
 #   ./run.sh bench ha_turns [FLAGS...]       the same through Home Assistant's own pipeline: its VAD, ours (bench/ha_turns.py)
 #   ./run.sh bench ha_names [FLAGS...]       names from Home Assistant: ours with and without, the peer with --hass-token (bench/ha_names.py)
 #   ./run.sh bench wake [FLAGS...]           wake words against wyoming-openwakeword: recall, false accepts, latency, streams (bench/wake.py)
@@ -159,9 +160,9 @@ case "${1:-}" in
         shift
         install bundled,dev
         case "${1:-}" in
-            asr|tts|rtc|soak|abuse|accuracy|paths|endpoint|ha_turns|ha_names|turn_signals|farfield|frontend|wake) script="bench/$1.py"; shift; exec "$VENV/bin/python" "$script" "$@" ;;
+            asr|tts|rtc|soak|abuse|accuracy|paths|endpoint|realtime|ha_turns|ha_names|turn_signals|farfield|frontend|wake) script="bench/$1.py"; shift; exec "$VENV/bin/python" "$script" "$@" ;;
             "") "$VENV/bin/python" bench/asr.py && "$VENV/bin/python" bench/tts.py && exec "$VENV/bin/python" bench/rtc.py ;;
-            *) echo "usage: ./run.sh bench [asr|tts|rtc|soak|abuse|accuracy|paths|endpoint|ha_turns|ha_names|turn_signals|farfield|frontend|wake] [FLAGS...]" >&2; exit 2 ;;
+            *) echo "usage: ./run.sh bench [asr|tts|rtc|soak|abuse|accuracy|paths|endpoint|realtime|ha_turns|ha_names|turn_signals|farfield|frontend|wake] [FLAGS...]" >&2; exit 2 ;;
         esac
         ;;
     *)

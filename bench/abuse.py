@@ -41,6 +41,10 @@ The attacks come from 127.0.0.1: the server's fairness is per address, as a LAN'
                    events whose transcript_names/_terms fill --max-event-data-bytes: each answered (no 5xx)
   markers          a `prompt` (HTTP) and a transcript_name (Wyoming) that spell Whisper's own special tokens
                    (<|endoftext|>...<|fr|><|translate|> Bonjour): each transcript the recording's, no "Bonjour"
+  realtime         one Realtime session (/v1/realtime?intent=transcription) sends events that are not JSON, nested
+                   100,000 deep, of an unknown type, with bad base64 or odd PCM, over 1 MiB, and an empty commit:
+                   an `error` event each, naming it; an 8 MiB frame closes its session (1009); then a session
+                   transcribes the recording
   slots            --max-connections idle Wyoming connections (and 4 more) from one address; meanwhile Home
                    Assistant's describe and transcription from another address: both served
   wake-slots       --max-connections wake word streams (and 4 more) from one address, kept up as Home Assistant
@@ -92,6 +96,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import gzip
 import json
 import os
@@ -110,6 +115,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import httpx
 import numpy as np
 import openai
@@ -1021,6 +1027,70 @@ async def markers(target: Target) -> Finding:
     return Finding(listed(answers), all(right) and not any("onjour" in a.detail for a in answers), answers)
 
 
+# realtime
+
+
+REALTIME_HOSTILE = {
+    "not JSON": "{not json",
+    "nested": "[" * 100_000 + "]" * 100_000,
+    "unknown event": json.dumps({"type": "response.create"}),
+    "bad base64": json.dumps({"type": "input_audio_buffer.append", "audio": "@@ not base64 @@"}),
+    "odd PCM": json.dumps({"type": "input_audio_buffer.append", "audio": base64.b64encode(b"abc").decode()}),
+    "2 MiB event": json.dumps({"type": "input_audio_buffer.append", "audio": "A" * (2 << 20)}),
+    "empty commit": json.dumps({"type": "input_audio_buffer.commit"}),
+}
+REALTIME_FRAME = 8 << 20  # bytes: past the largest frame a session reads
+
+
+def realtime_url(target: Target) -> str:
+    return target.http_url.replace("http", "ws", 1) + "/v1/realtime?intent=transcription"
+
+
+async def realtime_error(socket: aiohttp.ClientWebSocketResponse, data: str) -> Reply:
+    await socket.send_str(data)
+    event = json.loads((await socket.receive(timeout=ANSWER_S)).data)
+    return Reply(f"error:{event['error']['code']}" if event["type"] == "error" else event["type"])
+
+
+async def realtime_frame(http: aiohttp.ClientSession, url: str) -> Reply:
+    """The frame is refused by closing the session: 1009, or (the client still sending it) the connection."""
+    async with http.ws_connect(url) as socket:
+        await socket.receive(timeout=ANSWER_S)
+        try:
+            await socket.send_str("A" * REALTIME_FRAME)
+            message = await socket.receive(timeout=ANSWER_S)
+        except ConnectionError:
+            return Reply("error:closed", "the server closed the connection while the frame was sent")
+        return Reply("error:message-too-big" if socket.close_code == 1009 else str(message.type), str(message.data))
+
+
+async def realtime_transcription(http: aiohttp.ClientSession, url: str) -> Reply:
+    clip = real_clip()
+    manual = {"audio": {"input": {"format": {"type": "audio/pcm", "rate": 16000}, "turn_detection": None}}}
+    async with http.ws_connect(url) as socket:
+        await socket.receive(timeout=ANSWER_S)
+        await socket.send_str(json.dumps({"type": "session.update", "session": manual}))
+        audio = base64.b64encode(clip.pcm.audio).decode()
+        await socket.send_str(json.dumps({"type": "input_audio_buffer.append", "audio": audio}))
+        await socket.send_str(json.dumps({"type": "input_audio_buffer.commit"}))
+        while True:
+            event = json.loads((await socket.receive(timeout=ANSWER_S)).data)
+            if event["type"] in ("error", "conversation.item.input_audio_transcription.completed"):
+                return Reply(200, event.get("transcript", "")[:120]) if "transcript" in event else Reply("error")
+
+
+async def realtime(target: Target) -> Finding:
+    url = realtime_url(target)
+    async with aiohttp.ClientSession() as http:
+        async with http.ws_connect(url, max_msg_size=0) as socket:
+            await socket.receive(timeout=ANSWER_S)
+            answers = [await timed(label, realtime_error(socket, data)) for label, data in REALTIME_HOSTILE.items()]
+        answers.append(await timed("8 MiB frame", realtime_frame(http, url)))
+        heard = await timed("transcription", realtime_transcription(http, url))
+    right = heard.status == 200 and wer([real_clip().text], [heard.detail]) <= MAX_WER
+    return Finding(listed([*answers, heard]), all(a.refused for a in answers) and right, [*answers, heard])
+
+
 # slots
 
 
@@ -1880,6 +1950,7 @@ ATTACKS = (
     Attack("wyoming-uploads", wyoming_uploads),
     Attack("prompts", prompts),
     Attack("markers", markers),
+    Attack("realtime", realtime),
     Attack("slots", slots),
     Attack("wake-slots", wake_slots),
     Attack("spread-slots", spread_slots),

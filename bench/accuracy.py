@@ -73,7 +73,7 @@ from wyoming_wis.asr import WhisperEngine  # noqa: E402
 from wyoming_wis.asr.engine import Transcript  # noqa: E402
 from wyoming_wis.catalog import Catalog  # noqa: E402
 from wyoming_wis.requests import AsrRequest  # noqa: E402
-from wyoming_wis.runtime import Runtime  # noqa: E402
+from wyoming_wis.runtime import Placement, Runtime  # noqa: E402
 
 MODEL = "base"
 VOICE = "en_US-joe-medium"  # the bundled Piper voice
@@ -470,7 +470,7 @@ def summarise(scored: Sequence[Scored]) -> list[dict]:
 def load_engine(args: argparse.Namespace) -> WhisperEngine:
     found = Catalog([args.data_dir], allow_download=False).asr_model(MODEL)
     runtime = Runtime(args.device, 0, args.compute_type, args.threads)
-    engine = WhisperEngine(found, runtime, workers=1, queue_size=16, beam_size=5, max_batch=8, default_language=None)
+    engine = WhisperEngine(found, Placement(runtime, 1, 16), beam_size=5, max_batch=8, default_language=None)
     engine.warm_up()
     return engine
 

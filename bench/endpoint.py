@@ -462,9 +462,10 @@ async def external_vad(port: int) -> bool:
 
 
 async def start_servers(
-    args: argparse.Namespace, systems: Sequence[System], stack: ExitStack
+    args: argparse.Namespace, systems: Sequence[System], stack: ExitStack, extra: Sequence[str] = ()
 ) -> tuple[dict[str, int], dict, list[ServerProcess]]:
-    """The servers `systems` need, ready: name -> port, what was run, and the processes.
+    """The servers `systems` need, ready: name -> port, what was run, and the processes; ours with the `extra`
+    flags (bench/realtime.py: --debug).
 
     Ours on its defaults first: a server that already requires an external VAD (before issue 23) also serves
     the HA default path; a newer one gets a second process with --external-vad for it.
@@ -486,7 +487,7 @@ async def start_servers(
         run["requires_external_vad"][name] = await external_vad(port)
 
     def ours(port: int) -> list[str]:  # HTTP on loopback and a port of its own: two of ours may run
-        return ours_argv(args, port, free_port(), data_dir)
+        return [*ours_argv(args, port, free_port(), data_dir), *extra]
 
     if needed & {"ours", "ours-external"}:
         port = free_port()

@@ -97,7 +97,9 @@ async def judge(
     detector = SpeechDetector()
     detector.update(judged)
     options = whisper.options(AsrRequest(language="en", words=True))
-    transcript = await whisper.transcribe_pieces(judged, detector, detector.pieces(len(judged)), options, {})
+    transcript = await whisper.transcribe_pieces(
+        judged, detector, detector.pieces(len(judged)), options=options, known={}
+    )
     return transcript, await turn.complete(_padded(heard, end, TURN_PAD))
 
 

@@ -27,6 +27,7 @@ from . import (
     docs,
     limits,
     openai_models,
+    openai_realtime,
     openai_speech,
     openai_transcriptions,
     openapi,
@@ -74,6 +75,8 @@ def make_app(
     app.add_routes(openai_transcriptions.routes)
     app.add_routes(openai_speech.routes)
     app.add_routes(openai_models.routes)
+    openai_realtime.setup(app, settings.realtime_max_sessions, settings.realtime_idle_timeout)
+    app.add_routes(openai_realtime.routes)
     app.add_routes(operations.routes)
     app[willow.RECORDING] = data_dir / willow.SAVED_AUDIO
     app.add_routes(willow.routes)

@@ -61,6 +61,7 @@ class ApiError(Exception):
         message: str,
         param: str | None = None,
         code: str | None = None,
+        *,
         headers: LooseHeaders | None = None,
     ) -> None:
         super().__init__(message)
@@ -86,7 +87,7 @@ class ApiError(Exception):
     @classmethod
     def from_wis(cls, err: WisError) -> ApiError:
         headers = {"Retry-After": str(max(1, math.ceil(err.retry_after)))} if isinstance(err, Busy) else None
-        return cls(_STATUS.get(err.code, 500), err.message, _PARAM.get(err.code), err.code, headers)
+        return cls(_STATUS.get(err.code, 500), err.message, _PARAM.get(err.code), err.code, headers=headers)
 
 
 def bad_field(param: str, message: str) -> ApiError:

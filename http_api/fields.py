@@ -9,7 +9,7 @@ from typing import Any
 from aiohttp import web
 from multidict import MultiDictProxy
 
-from wyoming_wis.values import parse_bool, quote
+from wyoming_wis.values import as_bool, quote
 
 from . import bodies
 from .errors import ApiError, bad_field
@@ -61,14 +61,10 @@ def integer(value: object, param: str, low: int, high: int) -> int | None:
 def boolean(value: object, param: str, default: bool) -> bool:
     if value is None:
         return default
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str):
-        try:
-            return parse_bool(value)
-        except ValueError:
-            pass
-    raise bad_field(param, f"'{param}' must be true or false; got {quote(value)}")
+    try:
+        return as_bool(value)
+    except ValueError:
+        raise bad_field(param, f"'{param}' must be true or false; got {quote(value)}") from None
 
 
 async def read_form(request: web.Request, limit: bodies.Limit | None = None) -> MultiDictProxy[str | web.FileField]:

@@ -66,9 +66,8 @@ async def speech(request: web.Request) -> web.StreamResponse:
         raise bad_field("input", "'input' is required: the text to speak")
     if len(text) > MAX_INPUT:
         raise bad_field("input", f"'input' is {len(text)} characters; the limit is {MAX_INPUT}")
-    voice = body.get("voice")
-    if isinstance(voice, dict):  # OpenAI's custom voice object
-        voice = voice.get("id")
+    voice = body.get("voice")  # a voice's name, or OpenAI's custom voice object
+    voice_name = voice.get("id") if isinstance(voice, dict) else voice
     response_format = fields.choice(body.get("response_format"), "response_format", tuple(ENCODINGS), DEFAULT_FORMAT)
     stream_format = fields.choice(body.get("stream_format"), "stream_format", STREAM_FORMATS, DEFAULT_STREAM_FORMAT)
     speed = fields.number(body.get("speed"), "speed", MIN_SPEED, MAX_SPEED)
@@ -81,7 +80,7 @@ async def speech(request: web.Request) -> web.StreamResponse:
             "model_not_found",
         )
     asked = SpeechRequest(
-        voice=fields.text(voice, "voice"),
+        voice_name=fields.text(voice_name, "voice"),
         speaker=fields.text(body.get("speaker"), "speaker"),
         language=fields.text(body.get("language"), "language"),
         speed=speed,

@@ -516,13 +516,21 @@ _TRANSLATION_REQUEST = {
     "multipart/form-data": {"schema": _schema("TranslationRequest"), "encoding": {"file": {"contentType": AUDIO}}}
 }
 
+
+def _decoding_query(language: str) -> list[dict[str, Any]]:
+    """How a query string asks Whisper to decode, alike for Willow and WebRTC; `language`: what the route calls it."""
+    return [
+        _query(language, "Language of the speech; detected when absent", ASR_LANGUAGE),
+        _query("detect_language", "Detect the language even where --language names one", BOOLEAN),
+        _query("beam_size", "Beam search width (default: --beam-size)", BEAM_SIZE),
+    ]
+
+
 _WILLOW_QUERY = [
     _query("model", "A loaded Whisper model (default: the first)"),
-    _query("force_language", "Language of the speech; detected when absent", ASR_LANGUAGE),
+    *_decoding_query("force_language"),
     _query("translate", "Translate to English", BOOLEAN),
     _query("stats", "Add timings (ms) to the answer", BOOLEAN),
-    _query("detect_language", "Detect the language even where --language names one", BOOLEAN),
-    _query("beam_size", "Beam search width (default: --beam-size)", BEAM_SIZE),
 ]
 _DEVICE_AUDIO = [  # how a device describes the raw audio of its body (/api/willow, and /api/wake without a file)
     _header(
@@ -603,6 +611,67 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
         "summary": "One model",
         "parameters": [{"name": "model_id", "in": "path", "required": True, "schema": STRING}],
         "responses": {"200": _json(_schema("Model"), "The model"), **_errors(404, 503)},
+    },
+    ("get", "/v1/realtime"): {
+        "tags": ["OpenAI"],
+        "summary": "Live transcription: OpenAI's Realtime API, transcription sessions, over a WebSocket",
+        "description": "Open with a WebSocket (Upgrade: websocket) and ?intent=transcription; the header OpenAI-Beta: "
+        "realtime=v1 (or the subprotocol openai-beta.realtime-v1) picks the beta shape. The client sends JSON events: "
+        "session.update (or transcription_session.update), input_audio_buffer.append (base64 PCM, 24 kHz, or "
+        "G.711), .commit and .clear; the server sends session.created/updated, input_audio_buffer.speech_started, "
+        ".speech_stopped, .committed and .cleared, conversation.item.input_audio_transcription.delta, .completed "
+        "and .failed, and error (code, param, the client's event_id). With server_vad or semantic_vad the server "
+        "ends each turn on what was said; with turn_detection null the client's commit does. 400 without "
+        "intent=transcription or without the upgrade; 429 at --realtime-max-sessions (or half of them from one "
+        "address).",
+        "parameters": [_query("intent", "transcription: the only kind of session served", STRING, required=True)],
+        "responses": {
+            "101": {"description": "Switching protocols: the session's events follow on the WebSocket"},
+            **_errors(400, 401, 403, 429, 503),
+        },
+    },
+    ("post", "/v1/realtime/calls"): {
+        "tags": ["OpenAI"],
+        "summary": "Live transcription over WebRTC: OpenAI's Realtime API, transcription sessions, as a call",
+        "description": "The client's offer (the microphone's audio track and a data channel named oai-events, every "
+        "ICE candidate gathered) in, the SDP answer out, as OpenAI's SDK sends it (client.realtime.calls.create): "
+        "multipart/form-data with the part sdp and, optionally, session (JSON: a GA session.update's session, type "
+        "transcription, applied before any audio), or the offer alone as an application/sdp body. The track's audio "
+        "is transcribed; the events of /v1/realtime (but for input_audio_buffer.append) go both ways on oai-events, "
+        "session.created first. The call counts among the WebRTC connections (--rtc-max-sessions, shared with "
+        "/api/rtc/asr): 429 when they are all open, or half of them from one address; 503 also when --rtc-ports "
+        "has no free port.",
+        "requestBody": {
+            "required": True,
+            "content": {
+                "multipart/form-data": {
+                    "schema": {
+                        "type": "object",
+                        "required": ["sdp"],
+                        "properties": {
+                            "sdp": {**STRING, "description": "The client's offer"},
+                            "session": {**STRING, "description": "The session as JSON, as session.update sends it"},
+                        },
+                    },
+                    "encoding": {"sdp": {"contentType": "application/sdp"}, "session": {"contentType": JSON}},
+                },
+                "application/sdp": {"schema": STRING},
+            },
+        },
+        "responses": {
+            "201": {
+                "description": "The answer, with the server's candidates",
+                "headers": {"Location": {"description": "/v1/realtime/calls/{call_id}", "schema": STRING}},
+                "content": {"application/sdp": {"schema": STRING}},
+            },
+            **_errors(400, 401, 403, 404, 413, 415, 429, 503),
+        },
+    },
+    ("post", "/v1/realtime/calls/{call_id}/hangup"): {
+        "tags": ["OpenAI"],
+        "summary": "End a call, from the address that made it",
+        "parameters": [{"name": "call_id", "in": "path", "required": True, "schema": STRING}],
+        "responses": {"200": {"description": "The call is over"}, **_errors(401, 403, 404)},
     },
     ("get", "/v1/audio/voices"): {
         "tags": ["OpenAI"],
@@ -743,9 +812,7 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
         "429 when --rtc-max-sessions connections are open; 503 also when --rtc-ports has no free port.",
         "parameters": [
             _query("model", "A loaded Whisper model for this connection's utterances (default: the first)"),
-            _query("language", "Language of the speech; detected when absent", ASR_LANGUAGE),
-            _query("beam_size", "Beam search width (default: --beam-size)", BEAM_SIZE),
-            _query("detect_language", "Detect the language even where --language names one", BOOLEAN),
+            *_decoding_query("language"),
             _query("partials", "Send partial messages while the user speaks (default true)", BOOLEAN),
             _query("hands_free", "The server ends each turn when the user pauses, and listens for the next", BOOLEAN),
             _query("vad_sensitivity", "Hands-free: how soon a pause ends a turn", VAD_SENSITIVITY),
@@ -768,6 +835,11 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
     ),
     ("get", "/rtc"): _page(
         "Pages", "Press to talk: the microphone over WebRTC, partial and final text (open without credentials)"
+    ),
+    ("get", "/realtime"): _page(
+        "Pages",
+        "Hands-free transcription over OpenAI's Realtime API (/v1/realtime): the microphone as 24 kHz PCM, each "
+        "turn's text as it is spoken (open without credentials)",
     ),
     ("get", "/static/{asset}"): _files("Pages", "The pages' scripts, stylesheet and icon, served from the package"),
 }

@@ -10,8 +10,9 @@ authentication and before any body is read:
   one given with --allowed-host. Clients that are not browsers (Willow devices, the OpenAI SDK, curl, Open WebUI's
   backend) reach the server by whatever name the LAN gives it and rebind nothing, so they are not checked. A
   browser is known by what every browser sends and no page can take away (`from_browser`).
-- Origin: a request that may change something (any method but GET, HEAD and OPTIONS) sent by a page of another
-  origin is refused, unless --cors-origin allows that origin. Preflights are OPTIONS: cors.py answers them.
+- Origin: a request that may change something (any method but GET, HEAD and OPTIONS, and a WebSocket's opening
+  GET: a page of any origin may open one, with no preflight, and the session then works for it) sent by a page of
+  another origin is refused, unless --cors-origin allows that origin. Preflights are OPTIONS: cors.py answers them.
 
 /health stays open: a load balancer's check must not depend on the name it uses.
 """
@@ -107,11 +108,16 @@ def _guard(names: Names, cors: Cors) -> Callable[..., Awaitable[web.StreamRespon
         host = request.headers.get("Host", "")
         if not names.allow(host):
             return _refuse(request, _wrong_host(host))
-        if request.method not in SAFE_METHODS and (other := _other_origin(request)) and not cors.allows(other):
+        if not _safe(request) and (other := _other_origin(request)) and not cors.allows(other):
             return _refuse(request, _cross_origin(other))
         return await handler(request)
 
     return same_origin
+
+
+def _safe(request: web.Request) -> bool:
+    """Whether a page of any origin may send `request`: a GET, HEAD or OPTIONS that opens no WebSocket."""
+    return request.method in SAFE_METHODS and request.headers.get("Upgrade", "").lower() != "websocket"
 
 
 def _other_origin(request: web.Request) -> str | None:

@@ -1,12 +1,13 @@
-"""The browser pages: GET / (the console), GET /rtc (press to talk over WebRTC) and their files, GET /static/{asset}.
+"""The browser pages: GET / (the console), GET /rtc (press to talk over WebRTC), GET /realtime (hands-free over
+OpenAI's Realtime API) and their files, GET /static/{asset}.
 
-Both pages live here, in `http_api/static/`, rather than the console here and the demo in
-`rtc/`: both are plain files served by this aiohttp application, they share a stylesheet and
+The pages live here, in `http_api/static/`, rather than the console here and the demo in
+`rtc/`: all are plain files served by this aiohttp application, they share a stylesheet and
 the script that keeps the API key and shows the server's errors, and `/rtc` is only a page
-that calls `POST /api/rtc/asr` and the OpenAI routes, as any other web client would. The
-`rtc` package stays the WebRTC backend alone.
+that calls `POST /api/rtc/asr` and the OpenAI routes, as any other web client would (and `/realtime` one that
+opens the WebSocket `/v1/realtime?intent=transcription`). The `rtc` package stays the WebRTC backend alone.
 
-Both pages share one header (`static/header.html`: the name, the links between pages, the API key
+The pages share one header (`static/header.html`: the name, the links between pages, the API key
 form), put in place of their `<!-- header -->` line when the module loads, with the page's own link
 marked; each page is then served from memory, with an ETag so that a browser revalidates it cheaply.
 
@@ -30,13 +31,15 @@ from .errors import ApiError
 
 routes = web.RouteTableDef()
 STATIC = Path(__file__).with_name("static")
-PAGES = {"/": "index.html", "/rtc": "rtc.html"}
+PAGES = {"/": "index.html", "/rtc": "rtc.html", "/realtime": "realtime.html"}
 HEADER = "header.html"  # a part of every page, not a file of its own
 ASSETS = frozenset(
     path.name for path in STATIC.iterdir() if path.is_file() and path.name not in {*PAGES.values(), HEADER}
 )
 # The pages' own origin only. media-src blob: plays synthesised speech fetched by the page;
-# WebRTC's media is not governed by CSP, and its signalling is a fetch to this server.
+# WebRTC's media is not governed by CSP, and its signalling is a fetch to this server. connect-src 'self' covers
+# the WebSocket to this server too (ws: from an http: page, wss: from an https: one: CSP Level 3's rule for 'self',
+# in Chrome since 71, Firefox, and Safari since 16); /realtime's AudioWorklet module is a script from 'self'.
 POLICY = {
     "default-src": "'self'",
     "script-src": "'self'",
@@ -113,6 +116,11 @@ async def console(request: web.Request) -> web.Response:
 @routes.get("/rtc")
 async def rtc(request: web.Request) -> web.Response:
     return _serve_page(request, "/rtc")
+
+
+@routes.get("/realtime")
+async def realtime(request: web.Request) -> web.Response:
+    return _serve_page(request, "/realtime")
 
 
 @routes.get("/static/{asset}")

@@ -4,8 +4,18 @@ With `--api-key`, a request passes with `Authorization: Bearer KEY` (what the Op
 sends) or `X-API-Key: KEY` (what WIS accepted); with `--api-user/--api-password`, with
 HTTP Basic (what a Willow device sends from `user:password@` in its URL). With both,
 either passes. `/health` stays open for load balancers, and so do the API docs and the pages
-(`/`, `/rtc` and their files): a browser opening a page cannot send a key, and they hold no
+(`/`, `/rtc`, `/realtime` and their files): a browser opening a page cannot send a key, and they hold no
 data; the pages ask the user for the key and send it themselves.
+
+A browser's WebSocket cannot send an Authorization header: the only header a page sets on one is
+`Sec-WebSocket-Protocol`, its subprotocols. So a WebSocket handshake (`Upgrade: websocket`; today only
+`/v1/realtime`) also passes with the key as the subprotocol `openai-insecure-api-key.KEY`, OpenAI's own
+convention for browsers, which its Realtime clients send beside `realtime`. Only on a handshake: no other request
+needs it, and a key in that header on a plain request is more likely a mistake than a client. It is no weaker than
+Bearer: it is the same key, compared in constant time; a page cannot put that header on a fetch() (a forbidden
+header name), so only the WebSocket constructor sends it, and the server answers with `realtime` alone, never
+echoing the key. ("Insecure" is OpenAI's warning against shipping a key in a public web app; here the user types
+the key into their own browser.)
 """
 
 from __future__ import annotations
@@ -26,8 +36,9 @@ from .errors import ApiError
 
 REALM = "wyoming-wis"
 OPEN_RESOURCES = frozenset(
-    {"/health", "/api/docs", "/api/docs/{asset}", "/api/openapi.json", "/", "/rtc", "/static/{asset}"}
+    {"/health", "/api/docs", "/api/docs/{asset}", "/api/openapi.json", "/", "/rtc", "/realtime", "/static/{asset}"}
 )
+KEY_SUBPROTOCOL = "openai-insecure-api-key."  # + the key: a browser's WebSocket shows its key this way
 
 
 @dataclass(frozen=True)
@@ -58,6 +69,8 @@ class Credentials:
                 return True
             if scheme.lower() == "bearer" and _same(token.strip(), self.api_key):
                 return True
+            if any(_same(key, self.api_key) for key in subprotocol_keys(headers)):
+                return True
         if self.user and self.password and authorization[:6].lower() == "basic ":
             try:
                 shown = BasicAuth.decode(authorization, encoding="utf-8")
@@ -77,8 +90,21 @@ class Credentials:
             headers.add("WWW-Authenticate", f'Basic realm="{REALM}", charset="UTF-8"')
             ways.append("HTTP Basic auth (user:password@ in a Willow device's URL)")
         if shown:
-            return ApiError(401, "Incorrect API key or credentials", None, "invalid_api_key", headers)
-        return ApiError(401, f"This server needs {' or '.join(ways)}", None, "missing_api_key", headers)
+            return ApiError(401, "Incorrect API key or credentials", None, "invalid_api_key", headers=headers)
+        return ApiError(401, f"This server needs {' or '.join(ways)}", None, "missing_api_key", headers=headers)
+
+
+def subprotocols(headers: CIMultiDictProxy[str]) -> list[str]:
+    """The subprotocols a WebSocket handshake offers (`Sec-WebSocket-Protocol`, comma-separated, on one or more
+    lines); none for any other request."""
+    if headers.get("Upgrade", "").strip().lower() != "websocket":
+        return []
+    return [name.strip() for line in headers.getall("Sec-WebSocket-Protocol", ()) for name in line.split(",")]
+
+
+def subprotocol_keys(headers: CIMultiDictProxy[str]) -> list[str]:
+    """The keys a WebSocket handshake shows as `openai-insecure-api-key.KEY` subprotocols."""
+    return [name[len(KEY_SUBPROTOCOL) :] for name in subprotocols(headers) if name.startswith(KEY_SUBPROTOCOL)]
 
 
 def _same(given: str, expected: str) -> bool:
@@ -108,7 +134,8 @@ def require(creds: Credentials) -> Callable[..., Awaitable[web.StreamResponse]]:
         resource = request.match_info.route.resource
         if (resource is not None and resource.canonical in OPEN_RESOURCES) or creds.accepts(request.headers):
             return await handler(request)
-        raise creds.challenge("Authorization" in request.headers or "X-API-Key" in request.headers)
+        headers = request.headers
+        raise creds.challenge("Authorization" in headers or "X-API-Key" in headers or bool(subprotocol_keys(headers)))
 
     return require_credentials
 

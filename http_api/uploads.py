@@ -38,6 +38,13 @@ async def decode_upload(
         file.seek(0)
         reserve(size)
         data = file.read()
-        return decode_file(data, WHISPER_RATE, max_seconds, param, sample_format, lambda made: reserve(size + made))
+        return decode_file(
+            data,
+            WHISPER_RATE,
+            max_seconds,
+            what=param,
+            sample_format=sample_format,
+            reserve=lambda made: reserve(size + made),
+        )
 
     return await in_thread(request, decode)

@@ -62,9 +62,10 @@ async def tts(request: web.Request) -> web.StreamResponse:
     if len(text) > MAX_INPUT:
         raise bad_field("text", f"'text' is {len(text)} characters; the limit is {MAX_INPUT}")
     await core.refresh_voices()
-    voice = query.get("voice") or query.get("speaker")  # an unknown one (WIS's legacy speaker=CLB) gets a substitute
+    voice_name = query.get("voice") or query.get("speaker")  # unknown (WIS's legacy speaker=CLB): a substitute
     language = fields.text(query.get("language"), "language")
-    stream = await core.speech_stream(SpeechRequest(voice=voice, language=language, cached="nocache" not in query))
+    asked = SpeechRequest(voice_name=voice_name, language=language, cached="nocache" not in query)
+    stream = await core.speech_stream(asked)
     stream.write(text)
     stream.close()
     return await send_speech(request, stream, "wav")

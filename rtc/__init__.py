@@ -1,7 +1,9 @@
 """WebRTC frontend: browsers send microphone audio over WebRTC and get transcripts on a data channel.
 
 `signalling` answers the browser's offer at `POST /api/rtc/asr`; `peer` is one
-connection (track, data channel, utterances, its end); `messages` the data
+connection (track, data channel, utterances, its end); `realtime_call` serves
+OpenAI's Realtime API over WebRTC (`POST /v1/realtime/calls`) on the same
+connections; `messages` the data
 channel's JSON; `sctp` what the data channel may hold for a peer; `track` the
 audio into an ASR session; `ice` the port range, STUN/TURN servers and the
 address the answer names.
@@ -18,12 +20,13 @@ from aiohttp import web
 
 from wyoming_wis.config import RtcSettings
 
-from . import ice, signalling
+from . import ice, realtime_call, signalling
 from .peer import Limits
 
 
 def setup(app: web.Application, settings: RtcSettings, *, max_wait: float) -> None:
-    """Serve `POST /api/rtc/asr` on `app`, and close every connection when it shuts down.
+    """Serve `POST /api/rtc/asr` and `POST /v1/realtime/calls` on `app`, and close every connection when it shuts
+    down.
 
     `max_wait` is the HTTP API's --http-max-wait: how long a browser waits for its transcript to start.
     """
@@ -33,6 +36,7 @@ def setup(app: web.Application, settings: RtcSettings, *, max_wait: float) -> No
         Limits(settings.rtc_idle_timeout, settings.rtc_ports, settings.rtc_public_address, max_wait),
     )
     app.add_routes(signalling.routes)
+    app.add_routes(realtime_call.routes)
 
     async def close_all(_: web.Application) -> None:
         await peers.close_all()

@@ -21,7 +21,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from wyoming_wis.requests import MAX_BEAM_SIZE, SENSITIVITIES, AsrRequest
-from wyoming_wis.values import parse_bool, quote
+from wyoming_wis.values import as_bool, quote
 
 MAX_MESSAGE = 64 * 1024  # characters, and the bytes a browser is told it may send (sctp.py); a message is a few dozen
 BAD_MESSAGE = "bad-message"
@@ -206,11 +206,7 @@ def _sensitivity(value: Any) -> str | None:
 def _flag(value: Any, name: str) -> bool | None:
     if value is None or value == "":
         return None
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str):
-        try:
-            return parse_bool(value)
-        except ValueError:
-            pass
-    raise BadMessage(f"{name} must be true or false; got {quote(value)}")
+    try:
+        return as_bool(value)
+    except ValueError:
+        raise BadMessage(f"{name} must be true or false; got {quote(value)}") from None

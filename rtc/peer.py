@@ -14,14 +14,13 @@ names `large` there. At `start` (or in the query) an unknown model or language
 is an `error`, and no utterance starts.
 
 Hands-free (`hands_free` at `start` or in the query) needs no `stop`: the
-session ends each turn itself when the speaker pauses (`AsrSession.turn_end`),
-the turn is answered as a `stop` would be, and the next turn starts on its
-own with the same parameters (`_hands_free`), until `stop` (which ends the
-turn in progress as usual), a new `start`, or the end of the connection. One
-session at a time: the next opens once the last is answered, and the audio
-that comes meanwhile is kept for it, so no word said early is lost; a `stop`
-that comes meanwhile stops that next turn. A turn in which nobody spoke is
-not answered; the next simply starts.
+core's turn controller (`Core.listen`, many turns) ends each turn when the
+speaker is done, the turn is answered as a `stop` would be (`turn-end`, then
+`infer`), and the next turn begins at once with the same parameters, the audio
+said after the end included, until `stop` (which ends the turn in progress as
+usual, answered after those before it), a new `start`, or the end of the
+connection. A turn in which nobody spoke is not answered; the next simply
+starts.
 
 Wake words (`wake` to `wake-stop`) are heard in the same track's audio, apart
 from utterances and at the same time as them: each `detection` goes out as soon
@@ -39,6 +38,12 @@ channel would hold more than it may for the peer (rtc/sctp.py: a message that
 never ends, a peer that acknowledges nothing), or when the server stops;
 everything it holds is freed then. Closing never fails: each step is
 guarded, and the connection's place is given back in any case.
+
+That much is `Connection`'s, whatever the data channel speaks: `Peer` is a
+connection that speaks Willow's messages, and rtc/realtime_call.py's
+`RealtimeCall` one that speaks OpenAI's Realtime API. A connection's protocol
+says what its data channels' messages do (`_on_message`), where the track's
+frames go (`_hear`) and what it frees when it ends (`_release`).
 """
 
 from __future__ import annotations
@@ -48,7 +53,6 @@ import dataclasses
 import itertools
 import logging
 import time
-from collections import deque
 from collections.abc import Callable, Coroutine, Iterator
 from concurrent.futures import Executor
 from contextlib import contextmanager
@@ -63,8 +67,9 @@ from aiortc.rtp import RtcpByePacket
 
 from wyoming_wis import metrics
 from wyoming_wis.config import PortRange
-from wyoming_wis.core import AsrSession, Core, Heard, Transcript, WakeStream
+from wyoming_wis.core import Core, Heard, WakeStream
 from wyoming_wis.errors import UnknownModel, WisError
+from wyoming_wis.listening import Failed, Final, Partial, TurnEnded, TurnEvent
 from wyoming_wis.requests import WakeRequest
 from wyoming_wis.scheduler import patience
 from wyoming_wis.shares import client
@@ -83,7 +88,6 @@ MAX_SECTIONS = 4  # media sections in an offer; a browser's has two (the microph
 SENDING = ("sendrecv", "sendonly")  # an offer's audio directions that send the microphone
 NO_AUDIO = "The offer has no audio track: add the microphone's track before making the offer"
 NO_CHANNEL = 'The offer has no data channel: create one (e.g. "chat") before making the offer'
-BETWEEN_TURNS = 250  # frames (5 s of a browser's 20 ms) kept for the next hands-free turn while the last is answered
 
 
 class BadOffer(Exception):
@@ -134,34 +138,30 @@ class Limits:
     max_wait: float | None = None  # --http-max-wait: how long a browser waits for its transcript to start
 
 
-class Peer:
-    """A browser's connection; `answer` its offer, and it runs until the peer goes or `close` is called."""
+@dataclasses.dataclass(frozen=True)
+class Setup:
+    """What the signalling gives each connection, whatever it speaks."""
 
-    def __init__(
-        self,
-        core: Core,
-        pc: RTCPeerConnection,
-        defaults: Params,
-        limits: Limits,
-        executor: Executor | None,
-        on_closed: Callable[[Peer], None],
-        remote: str = "local",
-    ) -> None:
+    pc: RTCPeerConnection
+    limits: Limits
+    executor: Executor | None  # the codec threads, for resampling the track's audio
+    on_closed: Callable[[Connection], None]  # gives the connection's place back
+    remote: str = "local"  # the browser's address
+
+
+class Connection:
+    """A browser's connection; `answer` its offer, and it runs until the peer goes or `close` is called. What its
+    data channel speaks is a subclass's (the hooks under "protocol")."""
+
+    def __init__(self, setup: Setup) -> None:
         self.id = next(_IDS)
-        self.remote = remote  # the browser's address, for the log
-        self.pc = pc
+        self.remote = setup.remote  # the browser's address, for the log
+        self.pc = pc = setup.pc
         self.closed = False
         self._closing: asyncio.Task[None] | None = None
-        self._core = core
-        self._defaults = defaults
-        self._limits = limits
-        self._executor = executor
-        self._on_closed = on_closed
-        self._utterance: _Utterance | None = None
-        self._wake: _Wake | None = None  # listening for wake words, from `wake` to `wake-stop`
-        self._turns: asyncio.Task[None] | None = None  # hands-free: ends each turn and starts the next
-        self._between: deque[av.AudioFrame] = deque(maxlen=BETWEEN_TURNS)  # audio for the next hands-free turn
-        self._stop_next: Params | None = None  # a stop that came between two hands-free turns
+        self._limits = setup.limits
+        self._executor = setup.executor
+        self._on_closed = setup.on_closed
         self._tasks: set[asyncio.Task[Any]] = set()
         self._reading = False
         self._connected = False  # has been connected, at some point
@@ -211,14 +211,8 @@ class Peer:
         """Each step guarded and bounded; the connection's place given back whatever happens."""
         _LOGGER.info("WebRTC connection %d closed: %s", self.id, reason)
         try:
-            with self._guarded("ending the utterance"):
-                if self._utterance is not None:
-                    utterance, self._utterance = self._utterance, None
-                    utterance.cancel()
-            with self._guarded("ending the wake word listening"):
-                if self._wake is not None:
-                    wake, self._wake = self._wake, None
-                    wake.end("cancelled")
+            with self._guarded("freeing what its protocol holds"):
+                self._release()
             tasks = list(self._tasks)
             for task in tasks:
                 task.cancel()
@@ -280,10 +274,89 @@ class Peer:
             self._spawn(self._read(track))
 
     def _on_datachannel(self, channel: RTCDataChannel) -> None:
-        channel.on("message", lambda data: self._on_message(channel, data))
+        channel.on("message", lambda data: self._on_data(channel, data))
+
+    def _on_data(self, channel: RTCDataChannel, data: str | bytes) -> None:
+        self._heard = time.monotonic()
+        self._on_message(channel, data)
+
+    async def _read(self, track: MediaStreamTrack) -> None:
+        """Drain the track for the connection's life; each frame to `_hear`."""
+        while True:
+            try:
+                frame = await track.recv()
+            except MediaStreamError:  # the receiver stopped: the connection is closing
+                return
+            await self._hear(frame)
+
+    # -- protocol -------------------------------------------------------------------
 
     def _on_message(self, channel: RTCDataChannel, data: str | bytes) -> None:
-        self._heard = time.monotonic()
+        """A message on a data channel; raising here would reach aiortc's SCTP transport."""
+        raise NotImplementedError
+
+    async def _hear(self, frame: av.AudioFrame) -> None:
+        """A frame of the track's audio (48 kHz Opus, decoded)."""
+        raise NotImplementedError
+
+    def _release(self) -> None:
+        """Free what the protocol holds: the first step of closing, before the peer connection closes."""
+
+    # -- upkeep ---------------------------------------------------------------------
+
+    async def _watch(self) -> None:
+        """Close the connection if it has not connected within CONNECT_TIMEOUT (or the idle timeout, if shorter),
+        or once no packet has come from the peer for the idle timeout."""
+        timeout = self._limits.idle_timeout
+        connect = min(CONNECT_TIMEOUT, timeout)
+        opened = time.monotonic()
+        while True:
+            await asyncio.sleep(min(timeout / 4, 10.0))
+            if not self._connected and time.monotonic() - opened > connect:
+                await self.close(f"not connected within {connect:g} s")
+                return
+            packets = await self._received()
+            if packets != self._packets:
+                self._packets, self._heard = packets, time.monotonic()
+            if time.monotonic() - self._heard > timeout:
+                await self.close(f"nothing heard for {timeout:g} s")
+                return
+
+    async def _received(self) -> int:
+        """Packets (RTP, RTCP, data channel and its heartbeats) received on the connection's transports.
+
+        Stats that cannot be had count as nothing new, so that a broken connection still times out.
+        """
+        try:
+            report = await self.pc.getStats()
+        except Exception as err:  # see the docstring
+            _LOGGER.debug("WebRTC connection %d: no stats: %r", self.id, err)
+            return self._packets
+        return sum(getattr(stats, "packetsReceived", 0) for stats in report.values() if stats.type == "transport")
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        task = asyncio.create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._done)
+        return task
+
+    def _done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and (err := task.exception()) is not None:
+            _LOGGER.error("WebRTC connection %d: unexpected error", self.id, exc_info=err)
+
+
+class Peer(Connection):
+    """A connection that speaks Willow's messages: utterances from `start` to `stop`, wake words (see the module)."""
+
+    def __init__(self, core: Core, defaults: Params, setup: Setup) -> None:
+        self._core = core
+        self._defaults = defaults
+        self._utterance: _Utterance | None = None  # from `start` to `stop`
+        self._wake: _Wake | None = None  # listening for wake words, from `wake` to `wake-stop`
+        super().__init__(setup)
+
+    def _on_message(self, channel: RTCDataChannel, data: str | bytes) -> None:
         try:
             message = messages.parse(data)
             if message.type == "ping":
@@ -300,6 +373,16 @@ class Peer:
             self._refuse(channel, err)
         except Exception:  # raised here it would reach aiortc's SCTP transport: log it, answer, carry on
             self._report_bug(channel, "handling a message")
+
+    def _release(self) -> None:
+        with self._guarded("ending the utterance"):
+            if self._utterance is not None:
+                utterance, self._utterance = self._utterance, None
+                utterance.cancel()
+        with self._guarded("ending the wake word listening"):
+            if self._wake is not None:
+                wake, self._wake = self._wake, None
+                wake.end("cancelled")
 
     # -- wake words -----------------------------------------------------------------
 
@@ -353,142 +436,53 @@ class Peer:
     # -- utterances -----------------------------------------------------------------
 
     def _start(self, channel: RTCDataChannel, params: Params) -> None:
-        self._end_hands_free()
         if self._utterance is not None:  # a second start begins again, as WIS's recorder did
             self._utterance.cancel()
             self._utterance = None
             _send(channel, messages.log("Started again; the audio before is dropped"))
-        utterance = self._utterance = self._open(channel, params.over(self._defaults))
-        if utterance.params.hands_free:
-            self._turns = self._spawn(self._hands_free(utterance))
-
-    def _open(self, channel: RTCDataChannel, params: Params) -> _Utterance:
-        utterance = _Utterance(channel, params)
         with client(self.remote):
-            # `heard` also without partials: the session decodes ahead only for a listener
-            session = self._core.open_asr(params.request(), frontend="webrtc", on_text=utterance.heard)
-        utterance.begin(session, Listener(session, self._executor))
-        return utterance
+            self._utterance = _Utterance(self._core, channel, params.over(self._defaults), self._executor)
 
     def _stop(self, channel: RTCDataChannel, params: Params) -> None:
-        utterance = self._utterance
-        if utterance is None and self._turns is not None:
-            self._stop_next = params  # hands-free, between two turns: it stops the next turn once that opens
-            return
-        self._end_hands_free()
+        utterance, self._utterance = self._utterance, None
         if utterance is None:
             raise BadMessage("stop without start: send start first", NOT_STARTED)
-        self._utterance = None
-        stopped = time.perf_counter()
         _send(channel, messages.log("Doing ASR..."))
-        self._spawn(self._finish(utterance, params, stopped))
-
-    def _end_hands_free(self) -> None:
-        """No next hands-free turn will start; the one in progress goes on."""
-        self._turns, self._stop_next = None, None
-        self._between.clear()
-
-    async def _hands_free(self, utterance: _Utterance) -> None:
-        """Each turn answered as `stop` would once the server ends it, then the next, while this run lasts.
-
-        The run lasts while `_turns` is this task. A session closed by someone else (`stop`'s answer, a new
-        `start`, an audio error, the connection's end) cancels the wait for its turn's end, and so this task.
-        """
-        try:
-            while True:
-                try:
-                    end = await utterance.session.turn_end()
-                except Exception:  # a bug judging the turn: hands-free ends, and `stop` answers this turn
-                    self._report_bug(utterance.channel, "ending a turn")
-                    return
-                if self._utterance is not utterance:  # stopped meanwhile: `stop` answers it
-                    return
-                self._utterance = None  # frames go to `_between` until the next turn opens
-                if end.reason == "no-speech":
-                    utterance.discard()
-                else:
-                    _send(utterance.channel, messages.turn_end(end.reason))
-                    await self._finish(utterance, Params(), end.speech_ended or time.perf_counter())
-                if self._turns is not asyncio.current_task() or self.closed:
-                    return
-                utterance = self._utterance = self._open(utterance.channel, utterance.params)
-                for frame in self._between:
-                    utterance.listener.add(frame)  # fed with the next frame
-                self._between.clear()
-                if self._stop_next is not None:  # so that each stop is answered, in order, as the client counts
-                    self._stop(utterance.channel, self._stop_next)
-                    return
-        except WisError as err:  # opening the next turn failed (e.g. its model was unloaded): the client hears
-            self._refuse(utterance.channel, err)
-        finally:
-            if self._turns is asyncio.current_task():
-                self._end_hands_free()
+        self._spawn(self._finish(utterance, params, time.perf_counter()))
 
     async def _finish(self, utterance: _Utterance, params: Params, stopped: float) -> None:
+        """Answer the turn in progress (after any before it), decoded with stop's parameters over start's."""
         try:
-            await utterance.listener.drain()
+            final = params.over(utterance.params)
+            try:
+                decoding = self._core.resolve(final.request())
+            except UnknownModel:
+                running = utterance.listening.decoding.model
+                note = f"Model {quote(final.model)} is not loaded; transcribing with {running}"
+                _send(utterance.channel, messages.log(note))
+                final = dataclasses.replace(final, model=utterance.params.model)
+                decoding = self._core.resolve(final.request())
             with patience(self._limits.max_wait):
-                transcript = await self._transcribe(utterance, params, stopped)
+                await utterance.stop(final, decoding.model, stopped)
         except WisError as err:
-            utterance.end(err)
             self._refuse(utterance.channel, err)
+        finally:
+            utterance.cancel()  # a turn still open (none, but for a failure) is dropped
+
+    async def _hear(self, frame: av.AudioFrame) -> None:
+        """A frame to the wake word listening and the running utterance, if any."""
+        await self._hear_wake_words(frame)
+        utterance = self._utterance
+        if utterance is None or not utterance.listener.add(frame):
             return
-        except BaseException:
-            utterance.cancel()
-            raise
-        took = time.perf_counter() - stopped
-        utterance.end(None)
-        _send(
-            utterance.channel,
-            messages.infer(transcript.text, transcript.language, transcript.duration, took, utterance.model),
-        )
-        _LOGGER.debug("WebRTC connection %d: %.1f s of audio, transcript in %.3f s", self.id, transcript.duration, took)
-
-    async def _transcribe(self, utterance: _Utterance, params: Params, stopped: float) -> Transcript:
-        """The final transcript: the running session's, or a decode of its audio with stop's parameters."""
-        session = utterance.session
-        final = params.over(utterance.params)
         try:
-            decoding = self._core.resolve(final.request())
-        except UnknownModel:
-            _send(
-                utterance.channel,
-                messages.log(f"Model {quote(final.model)} is not loaded; transcribing with {session.engine.name}"),
-            )
-            final = dataclasses.replace(final, model=utterance.params.model)
-            decoding = self._core.resolve(final.request())
-        if decoding == self._core.resolve(utterance.params.request()):
-            return await session.finish(stopped)
-        _LOGGER.debug("WebRTC connection %d: decoding again with stop's parameters", self.id)
-        await session.end_audio()  # all of its audio, cleaned (--noise-suppression) to the end
-        session.close()  # its decodes ahead are of no use now
-        utterance.model = decoding.model
-        async with self._core.open_asr(final.request(), frontend="webrtc") as again:
-            await again.feed_samples(session.audio(), cleaned=True)
-            return await again.finish(stopped)
-
-    async def _read(self, track: MediaStreamTrack) -> None:
-        """Drain the track for the connection's life; frames go to the running utterance, if any."""
-        while True:
-            try:
-                frame = await track.recv()
-            except MediaStreamError:  # the receiver stopped: the connection is closing
-                return
-            await self._hear_wake_words(frame)
-            utterance = self._utterance
-            if utterance is None:
-                if self._turns is not None:  # hands-free, between two turns: the start of the next one
-                    self._between.append(frame)
-                continue
-            if not utterance.listener.add(frame):
-                continue
-            try:
-                await utterance.listener.feed()
-            except WisError as err:  # e.g. past --max-audio-seconds: this utterance ends, the connection stays
-                if self._utterance is utterance:
-                    self._utterance = None
-                utterance.end(err)
-                self._refuse(utterance.channel, err)
+            await utterance.listener.feed()
+        except WisError as err:  # e.g. past --max-audio-seconds: this utterance ends, the connection stays
+            if self._utterance is utterance:
+                self._utterance = None
+            utterance.failed(err)
+            utterance.cancel()
+            self._refuse(utterance.channel, err)
 
     def _report_bug(self, channel: RTCDataChannel, doing: str) -> None:
         """Log the exception being handled, and tell the browser something went wrong."""
@@ -499,49 +493,6 @@ class Peer:
         """Tell the browser what went wrong, and the log whose mistake it was."""
         _LOGGER.warning("WebRTC client %s (connection %d): %s (%s)", self.remote, self.id, err.message, err.code)
         _send(channel, messages.error(err.message, err.code))
-
-    # -- upkeep ---------------------------------------------------------------------
-
-    async def _watch(self) -> None:
-        """Close the connection if it has not connected within CONNECT_TIMEOUT (or the idle timeout, if shorter),
-        or once no packet has come from the peer for the idle timeout."""
-        timeout = self._limits.idle_timeout
-        connect = min(CONNECT_TIMEOUT, timeout)
-        opened = time.monotonic()
-        while True:
-            await asyncio.sleep(min(timeout / 4, 10.0))
-            if not self._connected and time.monotonic() - opened > connect:
-                await self.close(f"not connected within {connect:g} s")
-                return
-            packets = await self._received()
-            if packets != self._packets:
-                self._packets, self._heard = packets, time.monotonic()
-            if time.monotonic() - self._heard > timeout:
-                await self.close(f"nothing heard for {timeout:g} s")
-                return
-
-    async def _received(self) -> int:
-        """Packets (RTP, RTCP, data channel and its heartbeats) received on the connection's transports.
-
-        Stats that cannot be had count as nothing new, so that a broken connection still times out.
-        """
-        try:
-            report = await self.pc.getStats()
-        except Exception as err:  # see the docstring
-            _LOGGER.debug("WebRTC connection %d: no stats: %r", self.id, err)
-            return self._packets
-        return sum(getattr(stats, "packetsReceived", 0) for stats in report.values() if stats.type == "transport")
-
-    def _spawn(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
-        task = asyncio.create_task(work)
-        self._tasks.add(task)
-        task.add_done_callback(self._done)
-        return task
-
-    def _done(self, task: asyncio.Task[Any]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and (err := task.exception()) is not None:
-            _LOGGER.error("WebRTC connection %d: unexpected error", self.id, exc_info=err)
 
 
 class _Wake:
@@ -566,49 +517,80 @@ class _Wake:
 
 
 class _Utterance:
-    """From `start` to `infer`: the session, its audio, the text sent so far, and its count in the metrics."""
+    """From `start` to `stop`: the listening (one turn, or hands-free many), the track's audio into it, and each
+    turn's text so far and count in the metrics."""
 
-    def __init__(self, channel: RTCDataChannel, params: Params) -> None:
+    def __init__(self, core: Core, channel: RTCDataChannel, params: Params, executor: Executor | None) -> None:
         self.channel = channel
         self.params = params
-        self.text = ""
-        self.model = ""
-        self.session: AsrSession
-        self.listener: Listener
-        self._request: metrics.Request
+        many = params.hands_free
+        self.listening = core.listen(params.request(), frontend="webrtc", on_event=self._on_turn, many=many)
+        self.model = self.listening.decoding.model  # the model that answers, as `infer` says
+        self.listener = Listener(self.listening, executor)
+        self._texts: dict[int, str] = {}  # each turn's text so far
+        self._ended: dict[int, float] = {}  # when each turn's speech ended (or the stop came), for `infer_time`
+        self._hearing: metrics.Request | None = metrics.Request("webrtc", "utterance")  # the turn being heard
+        self._answering: dict[int, metrics.Request] = {}  # turns ended, until answered
+        self._stopped = False
 
-    def begin(self, session: AsrSession, listener: Listener) -> None:
-        self.session, self.listener, self.model = session, listener, session.engine.name
-        self._request = metrics.Request("webrtc", "utterance")
+    async def stop(self, final: Params, model: str, stopped: float) -> None:
+        """Answer the turn in progress as `final` asks (with `model`), after those ended before it."""
+        await self.listener.drain()
+        self._stopped = True
+        self.model = model
+        answer = await self.listening.commit(stopped, final.request())
+        if answer is not None:
+            await asyncio.gather(answer, return_exceptions=True)  # its failure is sent by `_on_turn`
+        await self.listening.drain()
 
-    async def heard(self, piece: str) -> None:
-        """The session's next stable words: send all the text so far, while the user still speaks."""
-        self.text += piece
-        if self.listener.stopped or self.params.partials is False:
-            return  # after stop, `infer` follows with the whole text
-        try:
-            _send(self.channel, messages.partial(self.text, self.session.options.language), strict=True)
-        except InvalidStateError as err:
-            raise ConnectionError("the data channel is closed") from err
+    async def _on_turn(self, event: TurnEvent) -> None:
+        """The core's turn events, as WIS's messages: `partial` (all the text so far), `turn-end`, `infer`."""
+        if isinstance(event, Partial):
+            self._texts[event.turn] = text = self._texts.get(event.turn, "") + event.text
+            ended = self._stopped or event.turn in self._ended  # then `infer` has it all
+            if not ended and self.params.partials is not False:
+                try:
+                    _send(self.channel, messages.partial(text, self.listening.decoding.options.language), strict=True)
+                except InvalidStateError as err:
+                    raise ConnectionError("the data channel is closed") from err
+        elif isinstance(event, TurnEnded):
+            self._answering[event.turn] = self._next_turn()
+            self._ended[event.turn] = event.ended_at
+            if event.by == "server":
+                _send(self.channel, messages.turn_end(event.reason))
+        elif isinstance(event, Final):
+            self._texts.pop(event.turn, None)
+            self._answering.pop(event.turn).done()
+            transcript, took = event.transcript, time.perf_counter() - self._ended.pop(event.turn)
+            infer = messages.infer(transcript.text, transcript.language, transcript.duration, took, self.model)
+            _send(self.channel, infer)
+        elif isinstance(event, Failed):  # a turn ended, or the one being heard (its end could not be judged)
+            self._texts.pop(event.turn, None)
+            self._ended.pop(event.turn, None)
+            request = self._answering.pop(event.turn, None) or self._next_turn()
+            if request is not None:
+                request.failed(event.error)
+            _LOGGER.warning("WebRTC turn failed: %s (%s)", event.error.message, event.error.code)
+            _send(self.channel, messages.error(event.error.message, event.error.code))
 
-    def end(self, err: WisError | None) -> None:
-        self.listener.close()
-        self.session.close()
-        if err is None:
-            self._request.done()
-        else:
-            self._request.failed(err)
+    def _next_turn(self) -> metrics.Request | None:
+        """The turn being heard is over: its count, and (hands-free, not stopped) the next turn's."""
+        request = self._hearing
+        self._hearing = metrics.Request("webrtc", "utterance") if self.params.hands_free and not self._stopped else None
+        return request
+
+    def failed(self, err: WisError) -> None:
+        """The turn being heard failed (its audio, e.g. past --max-audio-seconds)."""
+        if self._hearing is not None:
+            self._hearing.failed(err)
 
     def cancel(self) -> None:
+        """Drop what is still open, counted as cancelled: the turn being heard, and those not answered yet."""
         self.listener.close()
-        self.session.close()
-        self._request.done("cancelled")
-
-    def discard(self) -> None:
-        """A hands-free turn in which nobody spoke: no utterance, not counted as one."""
-        self.listener.close()
-        self.session.close()
-        self._request.end()
+        self.listening.close()
+        for request in [self._hearing, *self._answering.values()]:
+            if request is not None:
+                request.done("cancelled")
 
 
 def _send(channel: RTCDataChannel, text: str, strict: bool = False) -> None:

@@ -14,6 +14,8 @@ free port.
 Everything that can be checked is checked before a connection takes a place;
 a connection that fails to be answered, or whose client leaves meanwhile, is
 closed before the handler returns, so its place is free again at once.
+`connect` does that for every kind of connection: OpenAI's Realtime API calls
+(rtc/realtime_call.py) take their places among the same `Peers`.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from aiohttp import web
@@ -36,7 +39,7 @@ from wyoming_wis.values import quote
 
 from . import ice
 from .messages import BadMessage, Params
-from .peer import BadOffer, Limits, Peer, aiortc_error, check_offer
+from .peer import BadOffer, Connection, Limits, Peer, Setup, aiortc_error, check_offer
 
 _LOGGER = logging.getLogger(__name__)
 routes = web.RouteTableDef()
@@ -53,7 +56,7 @@ class Peers:
     limit: int
     configuration: RTCConfiguration
     limits: Limits
-    open: dict[Peer, str] = field(default_factory=dict)  # each connection, and the owner its place is counted for
+    open: dict[Connection, str] = field(default_factory=dict)  # each connection, and the owner its place is counted for
     slots: Slots = field(init=False)
 
     def __post_init__(self) -> None:
@@ -67,7 +70,7 @@ class Peers:
         except Busy as err:
             raise ApiError(429, err.message, None, "too_many_sessions") from None
 
-    def closed(self, peer: Peer) -> None:
+    def closed(self, peer: Connection) -> None:
         """A connection has ended (its `on_closed`): its place is free again."""
         owner = self.open.pop(peer, None)
         if owner is not None:
@@ -84,23 +87,24 @@ PEERS = web.AppKey("rtc_peers", Peers)
 async def offer(request: web.Request) -> web.Response:
     """Answer a browser's offer; the connection then lives on its own until the browser goes."""
     core = core_of(request)
-    peers = request.app[PEERS]
     defaults = _defaults(request)
     offered = await _offer(request)
+    answer = await connect(request, offered, lambda setup: Peer(core, defaults, setup))
+    return web.json_response({"sdp": answer.sdp, "type": answer.type})
+
+
+async def connect(request: web.Request, offered: str, make: Callable[[Setup], Connection]) -> RTCSessionDescription:
+    """Answer an offer `check_offer` passed with a connection `make` builds, in a place of `Peers`; the connection
+    then lives on its own until the browser goes. 429 with no place left, 400 for an offer that cannot be answered
+    after all, 503 with no free port."""
+    peers = request.app[PEERS]
     allowed = await ice.reachable(request.remote, peers.configuration)
     description = RTCSessionDescription(ice.admit(offered, allowed), "offer")  # STUN only where it belongs
     owner = peers.take(request.remote)  # given back by `peers.closed` once the peer ends, or here if none is made
     ice.install(asyncio.get_running_loop())
     try:
-        peer = Peer(
-            core,
-            RTCPeerConnection(peers.configuration),
-            defaults,
-            peers.limits,
-            request.app[CODEC_THREADS],
-            peers.closed,
-            request.remote or "local",
-        )
+        pc = RTCPeerConnection(peers.configuration)
+        peer = make(Setup(pc, peers.limits, request.app[CODEC_THREADS], peers.closed, request.remote or "local"))
     except BaseException:
         peers.slots.give(owner)
         raise
@@ -116,7 +120,7 @@ async def offer(request: web.Request) -> web.Response:
     if request.transport is None or request.transport.is_closing():
         await peer.close("the client left before the answer")
         raise ConnectionResetError("the client left before the answer")
-    return web.json_response({"sdp": answer.sdp, "type": answer.type})
+    return answer
 
 
 def _refusal(err: BaseException) -> ApiError | None:
@@ -124,11 +128,11 @@ def _refusal(err: BaseException) -> ApiError | None:
     if isinstance(err, ice.PortsExhausted):
         return ApiError(503, str(err), None, "no_free_port")
     if isinstance(err, _UNANSWERABLE):
-        return _unanswerable(err)
+        return unanswerable(err)
     return None
 
 
-def _unanswerable(err: Exception) -> ApiError:
+def unanswerable(err: Exception) -> ApiError:
     why = str(err) if isinstance(err, BadOffer) else aiortc_error(err)
     return bad_field("sdp", f"Cannot answer this offer: {why}")
 
@@ -157,5 +161,5 @@ async def _offer(request: web.Request) -> str:
     try:
         check_offer(offer["sdp"])
     except BadOffer as err:
-        raise _unanswerable(err) from None
+        raise unanswerable(err) from None
     return offer["sdp"]

@@ -100,10 +100,11 @@ class Client:
     answer: str = ""
     edit: Callable[[str], str] | None = None  # changes the offer's SDP before it is sent (a hostile client)
     source: str | None = None  # the address the offer is sent from (the server shares its places by address)
+    label: str = "chat"  # the data channel's (OpenAI's Realtime API: "oai-events")
 
     def __post_init__(self) -> None:
         self.inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-        self.channel = self.pc.createDataChannel("chat", ordered=True)
+        self.channel = self.pc.createDataChannel(self.label, ordered=True)
         self.channel.on("message", lambda text: self.inbox.put_nowait(json.loads(text)))
         self.sender = self.pc.addTrack(self.track)
 
@@ -123,6 +124,10 @@ class Client:
     async def connect(self, timeout: float = 20) -> None:
         response = await self.offer()
         assert response.status_code == 200, response.text
+        await self.opened(timeout)
+
+    async def opened(self, timeout: float = 20) -> None:
+        """Until the data channel is open."""
         opened = asyncio.Event()
         if self.channel.readyState == "open":
             opened.set()

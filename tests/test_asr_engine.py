@@ -24,7 +24,7 @@ from wyoming_wis.audio import AudioFormat
 from wyoming_wis.budget import MemoryBudget
 from wyoming_wis.catalog import Catalog
 from wyoming_wis.requests import AsrRequest
-from wyoming_wis.runtime import Runtime
+from wyoming_wis.runtime import Placement, Runtime
 
 RATE = 16000
 
@@ -43,9 +43,7 @@ def engine(data_dir: Path) -> WhisperEngine:
     found = Catalog([data_dir], allow_download=False).asr_model("base")
     engine = WhisperEngine(
         found,
-        Runtime("cpu", 0, "int8", 2),
-        workers=1,
-        queue_size=16,
+        Placement(Runtime("cpu", 0, "int8", 2), workers=1, queue_size=16),
         beam_size=5,
         max_batch=8,
         default_language=None,
@@ -111,7 +109,9 @@ async def test_speech_the_detector_misses_is_transcribed(engine: WhisperEngine, 
     assert detector.pieces(len(audio)) == [] and detector.speech_end() is None
     transcript = await engine.transcribe(audio, engine.options(AsrRequest(language="en")))
     assert wer([reference], [transcript.text]) <= 0.1, transcript.text
-    draft = await engine.transcribe_pieces(audio, detector, [], dataclasses.replace(engine.options(), draft=True))
+    draft = await engine.transcribe_pieces(
+        audio, detector, [], options=dataclasses.replace(engine.options(), draft=True)
+    )
     assert draft.text == ""  # a preview does not pay for it: only what the detector heard is drafted
 
 

@@ -24,7 +24,7 @@ from wyoming_wis.catalog import Catalog
 from wyoming_wis.config import Settings
 from wyoming_wis.errors import BadRequest, Busy, CannotStore, UnknownSpeaker, UnsupportedAudioFormat
 from wyoming_wis.files import atomic_write
-from wyoming_wis.runtime import Runtime
+from wyoming_wis.runtime import Placement, Runtime
 from wyoming_wis.scheduler import Scheduler
 from wyoming_wis.tts import PiperEngine
 
@@ -127,7 +127,7 @@ def test_multi_speaker_voice_lists_and_resolves_speakers(tmp_path: Path) -> None
 
     found = Catalog([tmp_path]).voice("en_US-trio-medium")
     settings = Settings.from_args([], environ={})
-    engine = PiperEngine(found, Runtime.from_settings(settings.core), workers=1, queue_size=0)
+    engine = PiperEngine(found, Placement(Runtime.from_settings(settings.core), workers=1, queue_size=0))
     try:
         assert engine.speakers == ["alice", "bob", "carol"]
         assert engine.speaker_id("bob") == 1 and engine.speaker_id("2") == 2 and engine.speaker_id(None) is None
@@ -271,10 +271,10 @@ async def test_a_streamed_call_gives_its_items_then_its_error() -> None:
 
 def test_xtts_voice_store_keeps_cloned_voices_in_files_without_torch(tmp_path: Path) -> None:
     pytest.importorskip("safetensors", reason="the xtts extra is not installed")
-    from wyoming_wis.tts.xtts_voices import VoiceStore, XttsVoice
+    from wyoming_wis.tts.xtts_voices import Conditioning, VoiceStore
 
     rng = np.random.default_rng(3)
-    voice = XttsVoice("grandma", rng.random((1, 32, 8), np.float32), rng.random((1, 512, 1), np.float32), True)
+    voice = Conditioning("grandma", rng.random((1, 32, 8), np.float32), rng.random((1, 512, 1), np.float32), True)
     store = VoiceStore(tmp_path / "voices", model="tiny", width=8, studio=["Studio_One"])
     info = store.save(voice, 4.25, 1234)
     assert info["name"] == "grandma" and info["model"] == "tiny" and info["source_seconds"] == 4.25

@@ -56,7 +56,7 @@ def test_tiers_put_rooms_in_use_first_then_devices_people_name_then_the_rest() -
         {"area_id": "sauna", "name": "Sauna", "aliases": [], "floor_id": None},
     ]
     floors = [{"floor_id": "up", "name": "Upstairs", "aliases": ["Oppe"]}, {"floor_id": "down", "name": "Kjeller"}]
-    household = read_household(exposed, states, entries, devices, areas, floors)
+    household = read_household(exposed, states, entries=entries, devices=devices, areas=areas, floors=floors)
     assert household == Household(
         places_in_use=("Hyttloft", "the loft", "Sauna", "Upstairs", "Oppe"),
         named_entities=("Nuukfjord heater", "Vindkast", "Belax window", "window light"),  # by entity id
@@ -75,13 +75,13 @@ def test_names_from_home_assistant_are_untrusted_text() -> None:
     names |= {"light.l0": "Lamp\n\x1b[31m  zero\t", "light.l1": "x" * (MAX_NAME_CHARS + 1), "light.l2": "<|endoftext|>"}
     names["light.l3"] = ["not", "a", "name"]  # type: ignore[assignment]
     states = [{"entity_id": key, "attributes": {"friendly_name": value}} for key, value in names.items()]
-    household = read_household(exposed, states, {}, [], [], [])
+    household = read_household(exposed, states, entries={}, devices=[], areas=[], floors=[])
     assert household.names[0] == "Lamp [31m zero"
     assert len(household.names) == MAX_NAMES
     assert all(len(name) <= MAX_NAME_CHARS and "<|" not in name for name in household.names)
     assert "Lamp 1" not in household.names and "Lamp 4" in household.names
     for shape in (None, [], "x", [1, "a"], {"a": [1]}, {"light.a": "yes"}):
-        assert read_household(shape, shape, shape, shape, shape, shape) == Household()  # type: ignore[arg-type]
+        assert read_household(shape, shape, entries=shape, devices=shape, areas=shape, floors=shape) == Household()  # type: ignore[arg-type]
 
 
 def test_the_api_url_is_the_peers_and_the_token_comes_from_a_flag_or_a_file(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import aiohttp
 import httpx
 import pytest
 from helpers import CORPUS, Server, load_audio, wav_bytes, wer
@@ -88,6 +89,19 @@ def test_a_cross_site_form_cannot_post_to_the_api(server: Server) -> None:
     error = refused.json()["error"]
     assert error["code"] == "origin_not_allowed" and "--cors-origin" in error["message"], error
     assert transcribed_seconds(server) == seconds
+
+
+async def test_a_page_of_another_site_cannot_open_a_realtime_session(server: Server) -> None:
+    """A WebSocket is opened with a GET and no preflight: a page of evil.example could make the server transcribe
+    for it. Its handshake is refused 403; the server's own page (same origin) opens one."""
+    url = f"ws://{server.host}:{server.http_port}/v1/realtime?intent=transcription"
+    async with aiohttp.ClientSession() as http:
+        with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
+            await http.ws_connect(url, headers={"User-Agent": BROWSER["User-Agent"], "Origin": f"http://{EVIL}"})
+        assert refused.value.status == 403
+        own = {"User-Agent": BROWSER["User-Agent"], "Origin": f"http://{server.host}:{server.http_port}"}
+        async with http.ws_connect(url, headers=own) as socket:
+            assert (await socket.receive_json(timeout=10))["type"] == "session.created"
 
 
 def test_clients_that_are_not_browsers_are_served_by_any_name(server: Server) -> None:

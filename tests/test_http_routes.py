@@ -325,7 +325,7 @@ def test_the_http_api_alone_has_no_signalling() -> None:
     )
     paths = {resource.canonical for resource in alone.router.resources()}
     mounted = {resource.canonical for resource in http_app(settings).router.resources()}
-    assert mounted - paths == {"/api/rtc/asr"}
+    assert mounted - paths == {"/api/rtc/asr", "/v1/realtime/calls", "/v1/realtime/calls/{call_id}/hangup"}
 
 
 @pytest.mark.parametrize(("path", "own"), [("/", "./"), ("/rtc", "rtc")])

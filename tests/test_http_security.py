@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import hmac
+import json
 import os
 import re
 import ssl
@@ -98,6 +99,37 @@ def test_the_key_passes_as_bearer_or_x_api_key_and_a_wrong_one_does_not(secured:
     assert ask(KEY[:-1]).status_code == 401
 
 
+async def test_a_websocket_may_show_the_key_as_a_subprotocol(secured: Server) -> None:
+    """A browser's WebSocket cannot send Authorization: on a handshake the key passes as the subprotocol
+    `openai-insecure-api-key.KEY` (OpenAI's convention for browsers), and the server chooses `realtime`, never
+    echoing the key. A wrong key or none is 401; on a request that is no handshake the subprotocol shows nothing."""
+    url = f"ws://{secured.host}:{secured.http_port}/v1/realtime?intent=transcription"
+    shown = f"{security.KEY_SUBPROTOCOL}{KEY}"
+    async with aiohttp.ClientSession() as http:
+        async with http.ws_connect(url, protocols=("realtime", shown)) as socket:
+            assert socket.protocol == "realtime"
+            assert json.loads((await socket.receive(timeout=10)).data)["type"] == "session.created"
+        # A browser's beta client offers `openai-beta.realtime-v1` for the OpenAI-Beta header it cannot send.
+        async with http.ws_connect(url, protocols=("realtime", "openai-beta.realtime-v1", shown)) as socket:
+            assert json.loads((await socket.receive(timeout=10)).data)["type"] == "transcription_session.created"
+        for protocols in (("realtime", shown + "x"), ("realtime",), ()):
+            with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
+                await http.ws_connect(url, protocols=protocols)
+            assert refused.value.status == 401, protocols
+    handshake = {"Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13"}
+    handshake["Sec-WebSocket-Key"] = base64.b64encode(os.urandom(16)).decode()
+    for protocols, code in (
+        (f"realtime, {shown}x", "invalid_api_key"),
+        (f"realtime, {shown[:-1]}", "invalid_api_key"),
+        ("realtime", "missing_api_key"),
+    ):
+        refused = httpx.get(url.replace("ws:", "http:"), headers={**handshake, "Sec-WebSocket-Protocol": protocols})
+        assert refused.status_code == 401 and error_of(refused)["code"] == code, (protocols, refused.text)
+        assert challenges(refused) == ["Bearer", "Basic"]
+    plain = httpx.get(secured.http_url + "/v1/models", headers={"Sec-WebSocket-Protocol": shown})
+    assert plain.status_code == 401 and error_of(plain)["code"] == "missing_api_key"
+
+
 @pytest.mark.parametrize("header", ["Authorization", "X-API-Key"])
 def test_a_key_not_in_utf8_or_ascii_is_a_wrong_key(secured: Server, header: str) -> None:
     """Issue 36: `\\xff` arrives as a surrogate escape, which UTF-8 cannot encode: comparing it with the key was a 500
@@ -141,7 +173,7 @@ def test_health_and_the_docs_stay_open(secured: Server) -> None:
     assert "security" not in spec["paths"]["/v1/audio/speech"]["post"]
 
 
-OPEN = {"/health", "/api/docs", "/api/docs/{asset}", "/api/openapi.json", "/", "/rtc", "/static/{asset}"}
+OPEN = {"/health", "/api/docs", "/api/docs/{asset}", "/api/openapi.json", "/", "/rtc", "/realtime", "/static/{asset}"}
 
 
 def test_every_registered_route_but_the_open_ones_needs_credentials(secured: Server) -> None:
@@ -174,6 +206,8 @@ def test_secrets_are_compared_in_constant_time(monkeypatch: pytest.MonkeyPatch) 
     creds = security.Credentials(KEY, USER, PASSWORD)
     assert creds.accepts(CIMultiDictProxy(CIMultiDict({"X-API-Key": KEY})))
     assert not creds.accepts(CIMultiDictProxy(CIMultiDict({"Authorization": "Bearer nope"})))
+    shown = f"realtime, {security.KEY_SUBPROTOCOL}{KEY}"
+    assert creds.accepts(CIMultiDictProxy(CIMultiDict({"Upgrade": "websocket", "Sec-WebSocket-Protocol": shown})))
     basic = "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
     assert creds.accepts(CIMultiDictProxy(CIMultiDict({"Authorization": basic})))
     assert {expected for _, expected in compared} == {KEY.encode(), USER.encode(), PASSWORD.encode()}

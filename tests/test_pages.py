@@ -1,4 +1,5 @@
-"""The pages in a real browser: the console (GET /) and press to talk (GET /rtc), against real servers.
+"""The pages in a real browser: the console (GET /), press to talk (GET /rtc) and realtime transcription
+(GET /realtime), against real servers.
 
 Debian's chromium, driven by Playwright (no browser download: `executable_path`), hears a corpus
 recording as its microphone (`--use-file-for-fake-audio-capture`). Every request a page makes must go
@@ -8,6 +9,7 @@ WebRTC backend; the press-to-talk round trip runs where the tree has `POST /api/
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 import re
@@ -17,6 +19,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
@@ -33,7 +36,7 @@ from helpers import (
     wav_bytes,
     wer,
 )
-from playwright.sync_api import Browser, BrowserContext, Page, Playwright, Request, sync_playwright
+from playwright.sync_api import Browser, BrowserContext, Page, Playwright, Request, WebSocket, sync_playwright
 from prometheus_client.parser import text_string_to_metric_families
 
 pytestmark = pytest.mark.browser
@@ -187,7 +190,9 @@ def shown_duration(seconds: float) -> str:
 
 
 def test_the_pages_and_their_files_are_served_from_the_package_and_open(server: Server) -> None:
-    for path, title in (("/", "wyoming-wis console"), ("/rtc", "wyoming-wis: press to talk")):
+    titles = {"/": "wyoming-wis console", "/rtc": "wyoming-wis: press to talk"}
+    titles["/realtime"] = "wyoming-wis: realtime transcription"
+    for path, title in titles.items():
         page = httpx.get(server.http_url + path)
         assert page.status_code == 200 and page.headers["content-type"].startswith("text/html"), path
         assert f"<title>{title}</title>" in page.text
@@ -197,8 +202,9 @@ def test_the_pages_and_their_files_are_served_from_the_package_and_open(server: 
         for asset in re.findall(r'"(static/[^"]+)"', page.text):
             answer = httpx.get(f"{server.http_url}/{asset}")
             assert answer.status_code == 200 and len(answer.content) > 200, asset
-    script = httpx.get(server.http_url + "/static/console.js")
-    assert script.headers["content-type"].startswith("text/javascript")  # a module must have a JS type
+    for name in ("console.js", "realtime-worklet.js"):  # a module (and a worklet's) must have a JS type
+        script = httpx.get(server.http_url + "/static/" + name)
+        assert script.status_code == 200 and script.headers["content-type"].startswith("text/javascript"), name
     for name in ("nope.js", "..%2Fpages.py", "index.html"):
         missing = httpx.get(server.http_url + "/static/" + name)
         assert missing.status_code == 404 and missing.json()["error"]["code"] == "not_found", name
@@ -232,7 +238,7 @@ def test_the_console_shows_models_voices_status_and_metrics(context: Browsing, s
     assert re.fullmatch(r"[1-9]\d* MB", shown["memory"]), shown
     assert page.eval_on_selector_all("#speak-voice option", "options => options.map(o => o.value)") == list(voices)
     links = page.eval_on_selector_all("a", "links => links.map(link => link.href)")
-    assert f"{server.http_url}/api/docs" in links and f"{server.http_url}/rtc" in links
+    assert {f"{server.http_url}/{path}" for path in ("api/docs", "rtc", "realtime")} <= set(links)
     page.screenshot(path=tmp_path / "console.png", full_page=True)
 
 
@@ -479,3 +485,148 @@ def test_the_talk_page_shows_each_wake_word_as_it_is_heard(
             page.wait_for_function("() => document.getElementById('log').textContent.includes('Microphone detached')")
     finally:
         launched.close()
+
+
+# -- realtime transcription -----------------------------------------------------------
+
+REALTIME_ITEM = "#utterances li[data-item]"
+
+
+def realtime_events(page: Page, path: str = "/v1/realtime") -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Lists that fill with the events the page's next WebSocket to `path` sends and receives (JSON, decoded)."""
+    sent: list[dict[str, Any]] = []
+    received: list[dict[str, Any]] = []
+
+    def opened(socket: WebSocket) -> None:
+        if urlsplit(socket.url).path != path:
+            return
+        socket.on("framesent", lambda payload: sent.append(json.loads(payload)))
+        socket.on("framereceived", lambda payload: received.append(json.loads(payload)))
+
+    page.on("websocket", opened)
+    return sent, received
+
+
+def test_the_realtime_page_shows_each_turn_as_it_is_spoken(context: Browsing, tmp_path: Path) -> None:
+    """Hands-free over OpenAI's Realtime API: one click opens the WebSocket, the server ends each turn when the
+    speaker pauses, its deltas show greyed and its completed transcript replaces them; Stop closes the socket."""
+    page = open_page(context, "/realtime")
+    assert page.eval_on_selector_all("#model option", "options => options.map(o => o.value)") == ["base", "tiny.en"]
+    page.select_option("#model", "base")
+    page.select_option("#language", "en")
+    assert page.input_value("#turn-detection") == "server_vad"
+    sent, received = realtime_events(page)
+    pressed = time.monotonic()
+    with page.expect_websocket() as opened:
+        page.click("#listen")
+    socket = opened.value
+    url = urlsplit(socket.url)
+    assert (url.scheme, url.path, url.query) == ("ws", "/v1/realtime", "intent=transcription")
+    page.wait_for_selector('body[data-realtime="listening"]')
+    assert time.monotonic() - pressed < LEAD_SECONDS, "listening too late: the start of the speech was lost"
+    assert page.is_disabled("#model") and page.get_attribute("#connection", "data-state") == "connected"
+    second = "li => /modern/i.test(li.dataset.final)"  # the second sentence's text, with no click since the first
+    page.wait_for_function(f"() => [...document.querySelectorAll('{REALTIME_ITEM}[data-final]')].some({second})")
+    assert time.monotonic() - pressed < SECOND_AT[1] + 10, "the text came long after the speaker paused"
+    assert page.get_attribute("body", "data-realtime") == "listening"  # and the next turn is listened to already
+    finals = page.locator(f"{REALTIME_ITEM}[data-final]")
+    shown = [finals.nth(index) for index in reversed(range(finals.count()))]  # the list is newest first
+    heard = " ".join(final.get_attribute("data-final") or "" for final in shown)
+    assert len(shown) >= 2 and wer([f"{SPOKEN_TEXT} {SECOND_TEXT}"], [heard]) < 0.15, heard
+    for final in shown:
+        assert final.get_attribute("class") == ""  # no longer greyed
+        assert final.locator(".text").inner_text() == final.get_attribute("data-final")
+        assert 0 < int(final.get_attribute("data-latency") or 0) < 10_000
+        assert "from the end of the turn" in final.locator(".timing").inner_text()
+    # The first sentence's words showed while it was spoken, and they were its words.
+    first = shown[0]
+    assert int(first.get_attribute("data-deltas") or 0) >= 1
+    partial = normalise(first.get_attribute("data-partial") or "").split()
+    spoken = set(normalise(SPOKEN_TEXT).split())
+    assert partial and sum(word in spoken for word in partial) * 2 >= len(partial), partial
+    page.screenshot(path=tmp_path / "realtime.png", full_page=True)
+
+    # What went over the socket: a transcription session as the page's choices say, then 100 ms appends.
+    update = sent[0]
+    assert update["type"] == "session.update", update
+    assert update["session"] == {
+        "type": "transcription",
+        "audio": {
+            "input": {
+                "format": {"type": "audio/pcm", "rate": 24000},
+                "transcription": {"model": "base", "language": "en"},
+                "turn_detection": {"type": "server_vad"},
+            }
+        },
+    }
+    appends = [event for event in sent if event["type"] == "input_audio_buffer.append"]
+    assert len(appends) > 10 and all(len(base64.b64decode(event["audio"])) == 4800 for event in appends)
+    kinds = [event["type"] for event in received]
+    assert kinds[:2] == ["session.created", "session.updated"] and "error" not in kinds, kinds
+    completed = [event for event in received if event["type"].endswith("transcription.completed")]
+    lines = {final.get_attribute("data-item"): final.get_attribute("data-final") for final in shown}
+    assert lines == {
+        event["item_id"]: event["transcript"].strip() for event in completed if event["transcript"].strip()
+    }
+
+    page.click("#listen")
+    page.wait_for_selector('body[data-realtime="idle"]')
+    if not socket.is_closed():
+        socket.wait_for_event("close")
+    assert page.get_attribute("#connection", "data-state") == "closed"
+    assert page.locator(f"{REALTIME_ITEM}.live").count() == 0
+    assert page.is_enabled("#model") and page.locator("#listen").inner_text() == "Start"
+    assert "input_audio_buffer.speech_stopped" in page.locator("#log").inner_text()
+
+
+def test_the_realtime_page_sends_the_typed_key_as_a_subprotocol(browser: Browser, keyed: Server) -> None:
+    """With --api-key, a WebSocket without the key is refused (and the page asks for it); with the key typed in the
+    header, the page's socket passes (the key as `openai-insecure-api-key.KEY`) and the session is what was chosen."""
+    with browsing(browser, keyed) as (made, watched):
+        page = open_page((made, watched), "/realtime")
+        assert page.locator("#key").get_attribute("open") is not None  # the models' 401 opened the key form
+        page.click("#listen")
+        refused = page.locator('#listen-state[data-kind="error"]')
+        refused.wait_for()
+        assert "This server needs an API key" in refused.inner_text() and "HTTP 401" in refused.inner_text()
+        page.wait_for_selector('body[data-realtime="idle"]')
+        # Chromium logs the refused handshake: expected here, and only here.
+        handshakes = [text for text in watched.console_errors if text.startswith("WebSocket connection to")]
+        assert len(handshakes) == 1 and "Authentication failed" in handshakes[0], watched.console_errors
+        watched.console_errors.remove(handshakes[0])
+
+        page.fill("#key-input", KEY)
+        page.click("#key-form button[type=submit]")
+        page.wait_for_function("() => document.querySelectorAll('#model option').length > 0")
+        page.select_option("#turn-detection", "semantic_vad:high")
+        sent, received = realtime_events(page)
+        page.click("#listen")
+        page.wait_for_selector('body[data-realtime="listening"]')
+        assert [event["type"] for event in received[:2]] == ["session.created", "session.updated"]
+        turn_detection = sent[0]["session"]["audio"]["input"]["turn_detection"]
+        assert turn_detection == {"type": "semantic_vad", "eagerness": "high"}
+        assert received[1]["session"]["audio"]["input"]["turn_detection"]["eagerness"] == "high"
+        assert page.locator("#listen-state").is_hidden()
+        page.click("#listen")
+        page.wait_for_selector('body[data-realtime="idle"]')
+
+
+def test_stopping_the_realtime_page_mid_sentence_keeps_what_was_said(context: Browsing) -> None:
+    """Stop while a turn is spoken: the page commits it, shows its text when it comes, and only then closes."""
+    page = open_page(context, "/realtime")
+    page.select_option("#model", "base")
+    page.select_option("#language", "en")
+    sent, _ = realtime_events(page)
+    pressed = time.monotonic()
+    page.click("#listen")
+    page.locator(REALTIME_ITEM).wait_for()  # speech_started
+    sleep_until(pressed + SPOKEN_AT[0] + 3.0)  # about half the sentence said
+    page.click("#listen")
+    final = page.locator(f"{REALTIME_ITEM}[data-final]")
+    final.wait_for()
+    page.wait_for_selector('body[data-realtime="idle"]')
+    assert sent[-1] == {"type": "input_audio_buffer.commit"}  # the microphone's last audio before it
+    said = normalise(final.get_attribute("data-final") or "").split()
+    spoken = normalise(SPOKEN_TEXT).split()
+    assert 2 <= len(said) < len(spoken) and said[:2] == spoken[:2], said
+    assert page.locator(REALTIME_ITEM).count() == 1 and "Disconnected" in page.locator("#log").inner_text()

@@ -436,7 +436,8 @@ async def test_hands_free_answers_each_turn_without_stop(rtc_server: Server, rec
     assert not [message for message in last if message["type"] == "turn-end"], last
     assert utterances(rtc_server, "ok") == ok + 3  # two turns and the stop's; the silence alone was none
     record_property("last_word_to_infer_ms", [round(turn[-1]["obj"]["infer_time"]) for turn in turns])
-    print(f"hands-free turns: {[(turn[-2]['obj'], turn[-1]['obj']) for turn in turns]}")
+    ends = [next(message["obj"] for message in turn if message["type"] == "turn-end") for turn in turns]
+    print(f"hands-free turns: {[(end, turn[-1]['obj']) for end, turn in zip(ends, turns, strict=True)]}")
 
 
 async def test_stop_in_hands_free_ends_the_turn_and_the_listening(rtc_server: Server) -> None:

@@ -167,7 +167,7 @@ def voice_store() -> ModuleType:
 
 def voice(module: ModuleType, name: str, seed: int = 0) -> Any:
     rng = np.random.default_rng(seed)
-    return module.XttsVoice(name, rng.random((1, 32, 8), np.float32), rng.random((1, 512, 1), np.float32), True)
+    return module.Conditioning(name, rng.random((1, 32, 8), np.float32), rng.random((1, 512, 1), np.float32), True)
 
 
 def store(module: ModuleType, folder: Path, max_voices: int | None) -> Any:

@@ -16,7 +16,7 @@ from wyoming.tts import SynthesizeChunk, SynthesizeStart, SynthesizeStop
 
 from wyoming_wis.catalog import Catalog
 from wyoming_wis.errors import BadRequest
-from wyoming_wis.runtime import Runtime
+from wyoming_wis.runtime import Placement, Runtime
 from wyoming_wis.scheduler import Pace, Scheduler
 from wyoming_wis.tts import PiperEngine, SpeechCache, SpeechParams, SpeechStream
 from wyoming_wis.tts.normalize import normalize
@@ -42,7 +42,7 @@ def same_sound(a: bytes, b: bytes) -> bool:
 @pytest.fixture(scope="module")
 def joe(data_dir: Path) -> Iterator[PiperEngine]:
     engine = PiperEngine(
-        Catalog([data_dir]).voice("en_US-joe-medium"), Runtime("cpu", 0, "int8", 2), workers=2, queue_size=4
+        Catalog([data_dir]).voice("en_US-joe-medium"), Placement(Runtime("cpu", 0, "int8", 2), workers=2, queue_size=4)
     )
     yield engine
     engine.close()
@@ -182,13 +182,13 @@ async def speak(stream: SpeechStream, text: str) -> bytes:
 async def test_speech_cache_hit_miss_and_bypass(joe: PiperEngine, tmp_path: Path) -> None:
     cache = SpeechCache(tmp_path, 10_000_000, 3600)
     text = "The garage door is closed."
-    first = await speak(SpeechStream(joe, None, 1000, STEADY, cache), text)
+    first = await speak(SpeechStream(joe, None, 1000, STEADY, cache=cache), text)
     assert (cache.hits, cache.misses) == (0, 1)
-    again = await speak(SpeechStream(joe, None, 1000, STEADY, cache), text)
+    again = await speak(SpeechStream(joe, None, 1000, STEADY, cache=cache), text)
     assert (cache.hits, cache.misses) == (1, 1) and again == first
-    faster = await speak(SpeechStream(joe, None, 1000, STEADY.but(speed=1.5), cache), text)
+    faster = await speak(SpeechStream(joe, None, 1000, STEADY.but(speed=1.5), cache=cache), text)
     assert cache.misses == 2 and len(faster) < len(first)  # other parameters, other entry
-    await speak(SpeechStream(joe, None, 1000, STEADY, None), text)  # bypassed: the cache is not asked
+    await speak(SpeechStream(joe, None, 1000, STEADY, cache=None), text)  # bypassed: the cache is not asked
     assert (cache.hits, cache.misses) == (1, 2)
     assert len(list(tmp_path.glob("*/*.pcm"))) == 2
     assert not list(tmp_path.glob("*/.tmp-*"))  # written atomically: no leftovers
@@ -197,12 +197,12 @@ async def test_speech_cache_hit_miss_and_bypass(joe: PiperEngine, tmp_path: Path
 async def test_damaged_or_expired_entries_are_not_served(joe: PiperEngine, tmp_path: Path) -> None:
     cache = SpeechCache(tmp_path, 10_000_000, 3600)
     text = "Good night."
-    good = await speak(SpeechStream(joe, None, 1000, STEADY, cache), text)
+    good = await speak(SpeechStream(joe, None, 1000, STEADY, cache=cache), text)
     [entry] = tmp_path.glob("*/*.pcm")
     data = bytearray(entry.read_bytes())
     data[-100] ^= 0xFF
     entry.write_bytes(bytes(data))
-    assert await speak(SpeechStream(joe, None, 1000, STEADY, cache), text) == good  # synthesised again
+    assert await speak(SpeechStream(joe, None, 1000, STEADY, cache=cache), text) == good  # synthesised again
     assert cache.hits == 0 and cache.misses == 2
 
     old = time.time() - 7200

@@ -232,9 +232,10 @@ class Loads(HTMLParser):
 
 
 IMPORT = re.compile(r"""(?:^import|\bfrom)\s*["'](\.{1,2}/[^"']+)["']""", re.M)  # a module's relative imports
+WORKLET = re.compile(r"""\baddModule\(\s*["']([^"']+)["']""")  # an AudioWorklet's module, relative to the page
 
 
-@pytest.mark.parametrize("page", ["/", "/rtc", "/api/docs"])
+@pytest.mark.parametrize("page", ["/", "/rtc", "/realtime", "/api/docs"])
 def test_each_page_and_every_file_it_loads(server: Server, page: str) -> None:
     url = server.http_url + page
     answer = httpx.get(url)
@@ -255,9 +256,11 @@ def test_each_page_and_every_file_it_loads(server: Server, page: str) -> None:
         if asset in modules:  # what a module imports, the browser loads too
             imported = [urljoin(asset, name) for name in IMPORT.findall(answer.text)]
             modules.update(imported)
-            pending += imported
+            pending += imported + [urljoin(url, name) for name in WORKLET.findall(answer.text)]
     if page == "/":  # the console's script is split into modules: the imports were followed
         assert server.http_url + "/static/common.js" in fetched
+    if page == "/realtime":
+        assert server.http_url + "/static/realtime-worklet.js" in fetched
 
 
 def test_the_openapi_description_and_health(server: Server, built: Built) -> None:

@@ -52,7 +52,7 @@ from wyoming_wis.errors import (  # noqa: E402
     UnsupportedLanguage,
 )
 from wyoming_wis.requests import SpeechRequest  # noqa: E402
-from wyoming_wis.runtime import Runtime  # noqa: E402
+from wyoming_wis.runtime import Placement, Runtime  # noqa: E402
 from wyoming_wis.scheduler import Pace  # noqa: E402
 from wyoming_wis.tts.params import SpeechParams  # noqa: E402
 from wyoming_wis.tts.stream import SpeechStream, Utterance  # noqa: E402
@@ -82,7 +82,7 @@ def voices_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def new_engine(model_dir: Path, voices_dir: Path, workers: int = 2) -> XttsEngine:
     found = Found(name=MODEL, path=model_dir, source="test build")
     return XttsEngine(
-        found, RUNTIME, workers=workers, queue_size=4, voices_dir=voices_dir, stream_chunk_tokens=CHUNK_TOKENS
+        found, Placement(RUNTIME, workers, queue_size=4), voices_dir=voices_dir, stream_chunk_tokens=CHUNK_TOKENS
     )
 
 
@@ -199,7 +199,7 @@ async def test_cloned_voice_is_stored_and_survives_a_restart(
     restarted = new_engine(model_dir, voices_dir, workers=1)
     try:
         assert restarted.speakers == [*xtts_tiny.SPEAKERS, "lj-speech_1.0"]
-        stored, cloned = restarted.voice("lj-speech_1.0"), engine.voice("lj-speech_1.0")
+        stored, cloned = restarted.conditioning("lj-speech_1.0"), engine.conditioning("lj-speech_1.0")
         assert stored.cloned and np.array_equal(stored.gpt_cond_latent, cloned.gpt_cond_latent)
         assert np.array_equal(stored.speaker_embedding, cloned.speaker_embedding)
         assert restarted.speaker_id("lj-speech_1.0") == engine.speaker_id("lj-speech_1.0")
@@ -340,28 +340,28 @@ async def test_core_lists_xtts_voices_and_speaks_them(core: Core) -> None:
     [model] = [voice for voice in core.voices.voices if voice.name == MODEL]
     assert model.engine == XTTS and model.speakers == list(xtts_tiny.SPEAKERS) and "ja" in model.languages
     assert model.model.source.startswith("data dir")  # found by name in DATA_DIR/xtts/
-    speech = await core.speech_stream(SpeechRequest(voice=MODEL, speaker=xtts_tiny.SPEAKERS[1], language="de"))
+    speech = await core.speech_stream(SpeechRequest(voice_name=MODEL, speaker=xtts_tiny.SPEAKERS[1], language="de"))
     assert speech.format.rate == 24000 and speech.language == "de"
     assert len(await speak(speech)) > 2000
     assert core.voices.get(language="ko").name == MODEL  # the only voice that speaks Korean
     announcer = core.voices.get("announcer")  # a custom voice in voices.json on an XTTS speaker
     assert (announcer.engine, announcer.speaker) == (XTTS, xtts_tiny.SPEAKERS[1])
-    audio = await speak(await core.speech_stream(SpeechRequest(voice="announcer")))
+    audio = await speak(await core.speech_stream(SpeechRequest(voice_name="announcer")))
     assert audio.endswith(bytes(int(0.5 * 24000) * 2)) and len(audio) > 24000
 
 
 async def test_core_errors_for_unknown_speakers_and_languages(core: Core) -> None:
     substitute = await core.speech_stream(
-        SpeechRequest(voice="nobody", speaker="Nobody")
+        SpeechRequest(voice_name="nobody", speaker="Nobody")
     )  # a name that leads nowhere: the default, its speaker
-    assert substitute.voice.name == "en_US-joe-medium" and len(await speak(substitute)) > 2000
+    assert substitute.engine.name == "en_US-joe-medium" and len(await speak(substitute)) > 2000
     with pytest.raises(UnknownSpeaker, match="no speaker 'Nobody'") as error:
-        await core.speech_stream(SpeechRequest(voice=MODEL, speaker="Nobody"))
+        await core.speech_stream(SpeechRequest(voice_name=MODEL, speaker="Nobody"))
     assert error.value.code == "unknown-speaker"
     with pytest.raises(UnsupportedLanguage):
-        await core.speech_stream(SpeechRequest(voice=MODEL, language="xx"))
+        await core.speech_stream(SpeechRequest(voice_name=MODEL, language="xx"))
     with pytest.raises(BadRequest, match="Piper voice"):
-        await core.speech_stream(SpeechRequest(voice="en_US-joe-medium", reference=lj_wav(4.0)))
+        await core.speech_stream(SpeechRequest(voice_name="en_US-joe-medium", reference=lj_wav(4.0)))
     with pytest.raises(UnknownVoice, match="No cloned voice 'en_US-joe-medium'"):
         await core.remove_voice("en_US-joe-medium")
     for taken in ("en_US-joe-medium", MODEL, "alloy"):
@@ -384,12 +384,12 @@ async def test_core_clones_voices_and_caches_them_by_version(core: Core, xtts_da
     assert [speaker.name for speaker in voices[MODEL].speakers or []] == [*xtts_tiny.SPEAKERS, "grandma"]
 
     text = "The kitchen lights are on."
-    first = await speak(await core.speech_stream(SpeechRequest(voice="grandma")), text)
+    first = await speak(await core.speech_stream(SpeechRequest(voice_name="grandma")), text)
     hits, misses = cache.hits, cache.misses
-    again = await speak(await core.speech_stream(SpeechRequest(voice="grandma")), text)
+    again = await speak(await core.speech_stream(SpeechRequest(voice_name="grandma")), text)
     assert again == first and (cache.hits, cache.misses) == (hits + 1, misses)  # said before: from the cache
     await core.clone_voice("grandma", lj_wav(4.0, start=4.0))  # cloned again: the old speech is not hers
-    fresh = await speak(await core.speech_stream(SpeechRequest(voice="grandma")), text)
+    fresh = await speak(await core.speech_stream(SpeechRequest(voice_name="grandma")), text)
     assert (cache.hits, cache.misses) == (hits + 1, misses + 1) and len(fresh) > 2000
 
 
@@ -406,7 +406,7 @@ async def test_core_reference_speech_is_never_cached_nor_stored(core: Core, xtts
     assert set((xtts_data / "cache" / "speech").rglob("*.pcm")) == entries
     assert voice_names(core) == voices_before and set((xtts_data / XTTS_VOICES).rglob("*")) == stored
     with pytest.raises(BadAudio, match="Cannot read the reference audio") as error:
-        await core.speech_stream(SpeechRequest(voice=MODEL, reference=b"not audio at all"))
+        await core.speech_stream(SpeechRequest(voice_name=MODEL, reference=b"not audio at all"))
     assert error.value.code == "bad-audio"
 
 
@@ -418,7 +418,7 @@ async def test_core_removes_cloned_voices(core: Core, xtts_data: Path) -> None:
     assert not list((xtts_data / XTTS_VOICES / MODEL).glob("passing*"))
     assert (
         core.voices.find("passing") is None
-        and (await core.speech_stream(SpeechRequest(voice="passing"))).voice.name != "passing"
+        and (await core.speech_stream(SpeechRequest(voice_name="passing"))).engine.name != "passing"
     )
 
 

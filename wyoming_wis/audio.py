@@ -167,6 +167,7 @@ def decode_file(
     data: bytes,
     rate: int,
     max_seconds: float,
+    *,
     what: str = "audio",
     sample_format: str = "flt",
     reserve: Callable[[int], None] | None = None,

@@ -710,6 +710,20 @@ class HttpSettings:
         type=_positive_int,
         metavar="N",
     )
+    realtime_max_sessions: int = setting(
+        "Most OpenAI Realtime transcription sessions (/v1/realtime websockets) open at once, no address holding "
+        "more than half of them; more are refused with 429.",
+        default=16,
+        type=_positive_int,
+        metavar="N",
+    )
+    realtime_idle_timeout: float = setting(
+        "Close a Realtime session after this many seconds without a message from its client (its audio stops "
+        "too: a live client sends audio all the time, or a commit now and then).",
+        default=300.0,
+        type=_positive_float,
+        metavar="SECONDS",
+    )
 
     def __post_init__(self) -> None:
         if bool(self.api_user) != bool(self.api_password):

@@ -25,7 +25,7 @@ from .asr import AsrSession, Bias, Delta, TokenLogprob, Transcript, WhisperEngin
 from .asr.decoder import Options
 from .asr.denoise import Suppressor
 from .asr.engine import MAX_PROMPT_CHARS, WHISPER_LANGUAGES
-from .asr.session import OnText
+from .asr.session import OnSpeech, OnText
 from .asr.turn import TurnEnd, TurnLimits
 from .asr.turn_model import TurnEngine
 from .budget import MemoryBudget
@@ -34,8 +34,19 @@ from .config import DEEPFILTERNET, CoreSettings
 from .errors import BadRequest, StartupError, UnknownModel, UnknownVoice, UnknownWakeWord
 from .hass_api import HassNames, read_token
 from .household import Household
-from .requests import MAX_BEAM_SIZE, SENSITIVITIES, TASKS, AsrRequest, Frontend, SpeechRequest, WakeRequest
-from .runtime import Runtime
+from .listening import Listening, OnEvent
+from .requests import (
+    MAX_BEAM_SIZE,
+    MAX_SILENCE,
+    MIN_SILENCE,
+    SENSITIVITIES,
+    TASKS,
+    AsrRequest,
+    Frontend,
+    SpeechRequest,
+    WakeRequest,
+)
+from .runtime import Placement, Runtime
 from .served import Entry, Served
 from .tts import Piece, PiperEngine, SpeechCache, SpeechParams, SpeechStream
 from .tts.phrasing import SAYABLE
@@ -89,9 +100,10 @@ class Core:
         self,
         settings: CoreSettings,
         runtime: Runtime,
+        *,
         asr: list[WhisperEngine],
-        voices: list[PiperEngine],
-        registry: VoiceRegistry,
+        piper: list[PiperEngine],
+        voices: VoiceRegistry,
         xtts: Sequence[XttsEngine] = (),
         turn: TurnEngine | None = None,
         wake: WakeEngine | None = None,
@@ -107,8 +119,8 @@ class Core:
         self.asr = {engine.name: engine for engine in asr}
         self.turn = turn  # Smart Turn, when it is found; without it words and silence decide
         self.default_asr = asr[0]
-        self.voices = registry
-        self._piper = {engine.found.path: engine for engine in voices}  # loaded Piper models, by file
+        self.voices = voices  # every voice a client may ask for, by name
+        self._piper = {engine.found.path: engine for engine in piper}  # loaded Piper models, by file
         self.xtts = {engine.name: engine for engine in xtts}  # loaded XTTS models; only ever loaded at start
         self._loading = asyncio.Lock()
         self._housekeeping = ThreadPoolExecutor(1, thread_name_prefix="voices")
@@ -145,9 +157,7 @@ class Core:
         asr = [
             WhisperEngine(
                 catalog.asr_model(name),
-                runtime,
-                workers=settings.asr.asr_workers,
-                queue_size=settings.queue_size,
+                Placement(runtime, settings.asr.asr_workers, settings.queue_size),
                 beam_size=settings.asr.beam_size,
                 max_batch=settings.asr.max_batch,
                 default_language=language,
@@ -156,7 +166,7 @@ class Core:
             )
             for name in dict.fromkeys(settings.asr.asr_model)
         ]
-        voices = [_piper(catalog.voice(name), runtime, settings) for name in dict.fromkeys(settings.tts.voice)]
+        piper = [_piper(catalog.voice(name), runtime, settings) for name in dict.fromkeys(settings.tts.voice)]
         xtts = []
         if xtts_class is not None and settings.tts.xtts_model:
             found = catalog.xtts_model(settings.tts.xtts_model)
@@ -165,30 +175,39 @@ class Core:
             xtts.append(
                 xtts_class(
                     found,
-                    runtime,
-                    workers=settings.tts.tts_workers,
-                    queue_size=settings.queue_size,
+                    Placement(runtime, settings.tts.tts_workers, settings.queue_size),
                     voices_dir=catalog.writable_dir / XTTS_VOICES / found.name,
                     max_voices=settings.tts.max_cloned_voices,
                     params=SpeechParams(settings.tts.speed, sentence_silence=settings.tts.sentence_silence),
                 )
             )
         _unique_names(asr)
-        _unique_names([*voices, *xtts])
-        registry = VoiceRegistry(catalog, [voice.found for voice in voices], voices[0].name, xtts)
+        _unique_names([*piper, *xtts])
+        voices = VoiceRegistry(catalog, [engine.found for engine in piper], piper[0].name, xtts)
         turn = catalog.turn_model(settings.asr.turn_model)
         wake = None
         if settings.wake.wake_model != ["none"]:
             models = WakeModels(settings.data_dir, settings.wake.wake_model)
             wake = WakeEngine(models, settings.wake, workers=settings.threads)
         turn_engine = None if turn is None else TurnEngine(turn)
-        core = cls(settings, runtime, asr, voices, registry, xtts, turn_engine, wake, suppressor, hass_token)
+        core = cls(
+            settings,
+            runtime,
+            asr=asr,
+            piper=piper,
+            voices=voices,
+            xtts=xtts,
+            turn=turn_engine,
+            wake=wake,
+            suppressor=suppressor,
+            hass_token=hass_token,
+        )
         for engine in core.engines:
             engine.warm_up()
         _LOGGER.info(
             "Loaded Whisper %s and voices %s on %s (%s) in %.1f s",
             ", ".join(core.asr),
-            ", ".join(voice.name for voice in [*voices, *xtts]),
+            ", ".join(engine.name for engine in [*piper, *xtts]),
             runtime.device,
             runtime.compute_type,
             time.monotonic() - started,
@@ -220,14 +239,23 @@ class Core:
         if request.end_of_turn is not None and request.end_of_turn not in SENSITIVITIES:
             allowed = ", ".join(SENSITIVITIES)
             raise BadRequest(f"vad_sensitivity must be one of {allowed}; got {quote(request.end_of_turn)}")
+        if request.max_silence is not None and not MIN_SILENCE <= request.max_silence <= MAX_SILENCE:
+            raise BadRequest(f"The silence that ends a turn must be {MIN_SILENCE:g} to {MAX_SILENCE:g} s")
         return Decoding(engine.name, engine.options(request, self.household.names))
 
-    def open_asr(self, request: AsrRequest, *, frontend: Frontend, on_text: OnText | None = None) -> AsrSession:
+    def open_asr(
+        self,
+        request: AsrRequest,
+        *,
+        frontend: Frontend,
+        on_text: OnText | None = None,
+        on_speech: OnSpeech | None = None,
+    ) -> AsrSession:
         """A session for one request; use it as an async context manager, or `close` it once the request ends.
 
         `on_text` gets partial text as it is recognised (if --partial-results). The session's `finish` counts
         the transcript in the metrics, for `frontend`. With `request.end_of_turn`, `session.turn_end()` returns
-        once the server judges the speaker done.
+        once the server judges the speaker done, and `on_speech` hears where the speech began.
         """
         decoding = self.resolve(request)
         asr = self.settings.asr
@@ -239,10 +267,17 @@ class Core:
             hold=self.budget.hold(),
             on_text=on_text if asr.partial_results else None,
             end_of_turn=request.end_of_turn,
+            max_silence=request.max_silence,
+            on_speech=on_speech,
             limits=TurnLimits(max_speech=asr.max_turn_seconds, no_speech=asr.no_speech_seconds),
             turn_model=None if self.turn is None else self.turn.complete,
             cleaner=None if self.suppressor is None else self.suppressor.stream(self.budget.hold()),
         )
+
+    def listen(self, request: AsrRequest, *, frontend: Frontend, on_event: OnEvent, many: bool = False) -> Listening:
+        """Turns of a speaker's audio (`listening.py`): one (a transcript per request), or `many` (the next begins
+        as one ends); each turn's events go to `on_event`. Checks the request at once; `close` it when done."""
+        return Listening(self, request, frontend=frontend, on_event=on_event, many=many)
 
     @property
     def names_from_hass(self) -> bool:
@@ -300,8 +335,8 @@ class Core:
         if request.reference is not None:
             return await self._reference_stream(request, request.reference)
         language, speaker = request.language, request.speaker
-        chosen = self.voices.get(request.voice, language)
-        if request.voice and self.voices.find(request.voice) is None:
+        chosen = self.voices.get(request.voice_name, language)
+        if request.voice_name and self.voices.find(request.voice_name) is None:
             speaker = None  # it was a speaker of the voice that is not here
         engine = await self._engine(chosen)
         if chosen.engine == XTTS and language:
@@ -311,16 +346,16 @@ class Core:
         max_chars = self.settings.max_text_chars
         # A Piper voice speaks its one language whatever the request says; XTTS speaks the request's.
         spoken = language if chosen.engine == XTTS else None
-        return SpeechStream(engine, speaker or chosen.speaker, max_chars, params, cache, language=spoken)
+        return SpeechStream(engine, speaker or chosen.speaker, max_chars, params, cache=cache, language=spoken)
 
     async def _reference_stream(self, request: SpeechRequest, reference: bytes) -> SpeechStream:
         if not self.xtts:
             raise BadRequest("Speaking with a reference recording needs XTTS: start the server with --xtts")
-        if request.voice:
-            chosen = self.voices.get(request.voice)
+        if request.voice_name:
+            chosen = self.voices.get(request.voice_name)
             if chosen.engine != XTTS:
                 raise BadRequest(
-                    f"Voice {quote(request.voice)} is a Piper voice; a reference recording needs an XTTS voice"
+                    f"Voice {quote(request.voice_name)} is a Piper voice; a reference recording needs an XTTS voice"
                 )
             engine = self.xtts[chosen.model.name]
         else:
@@ -328,7 +363,7 @@ class Core:
         engine.language(request.language)
         speech = await engine.reference(reference)
         params = engine.params.but(speed=request.speed)
-        return SpeechStream(speech, None, self.settings.max_text_chars, params, None, language=request.language)
+        return SpeechStream(speech, None, self.settings.max_text_chars, params, language=request.language)
 
     async def clone_voice(self, name: str, audio: bytes, model: str | None = None) -> dict[str, Any]:
         """A new voice from a recording (3-30 s, audio.UPLOAD_FORMATS), stored, listed at once and after restarts.
@@ -447,7 +482,7 @@ def _voice_entry(voice: Voice, model: Entry | None) -> Entry:
 def _piper(found: Found, runtime: Runtime, settings: CoreSettings) -> PiperEngine:
     tts = settings.tts
     params = SpeechParams(tts.speed, tts.noise_scale, tts.noise_w, tts.sentence_silence)
-    return PiperEngine(found, runtime, workers=tts.tts_workers, queue_size=settings.queue_size, params=params)
+    return PiperEngine(found, Placement(runtime, tts.tts_workers, settings.queue_size), params=params)
 
 
 def _xtts_class() -> type[XttsEngine]:

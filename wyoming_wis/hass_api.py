@@ -157,7 +157,9 @@ class HassNames:
         devices = await self._command(ws, {"type": "config/device_registry/list"})
         areas = await self._command(ws, {"type": "config/area_registry/list"})
         floors = await self._command(ws, {"type": "config/floor_registry/list"}, missing_ok=True)
-        household = await asyncio.to_thread(read_household, exposed, states, entries, devices, areas, floors)
+        household = await asyncio.to_thread(
+            read_household, exposed, states, entries=entries, devices=devices, areas=areas, floors=floors
+        )
         self._on_names(household)
         self._failures = 0
         _LOGGER.info(

@@ -60,6 +60,7 @@ class Household:
 def read_household(
     exposed: Record,
     states: Sequence[Record],
+    *,
     entries: Record,
     devices: Sequence[Record],
     areas: Sequence[Record],

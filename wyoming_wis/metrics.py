@@ -9,7 +9,7 @@ process counts into it (in production a process is one server; tests compare a
 scrape before and after what they do).
 
 Labels are low-cardinality only, never anything per request or per client:
-`frontend` (wyoming, http, webrtc), `route` (a Wyoming request kind, or an HTTP
+`frontend` (wyoming, http, webrtc, realtime), `route` (a Wyoming request kind, or an HTTP
 route's path template), `status` (Wyoming: ok or the error code; HTTP: the
 status code), `engine` (whisper, vad, piper, xtts, turn), `kind` (asr, tts, turn),
 `model` (a loaded model or voice), `result` (hit, miss, bypass).
@@ -48,7 +48,7 @@ from . import __version__
 from .errors import WisError
 from .served import WAKE, Served
 
-FRONTENDS = ("wyoming", "http", "webrtc")
+FRONTENDS = ("wyoming", "http", "webrtc", "realtime")
 # Seconds a user may wait: 5 ms (a cached phrase) to 30 s (a long file on a slow CPU).
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
@@ -238,7 +238,7 @@ def rtc_session(opened: bool) -> None:
 
 
 def transcribed(
-    frontend: str, model: str, audio_seconds: float, audio_ended: float | None, turn_ended: str | None = None
+    frontend: str, model: str, audio_seconds: float, audio_ended: float | None, *, turn_ended: str | None = None
 ) -> None:
     """A transcript is ready. `audio_ended` is when the client's audio ended (`time.perf_counter()`), or, for a
     turn the server ended (`turn_ended` says why), when its last speech arrived (None: there was none)."""
@@ -253,14 +253,14 @@ class _Format(Protocol):
     def seconds(self, num_bytes: int) -> float: ...
 
 
-class _Voice(Protocol):
+class _Engine(Protocol):
     name: str
 
 
 class _Stream(Protocol):
     """What SpeechSent reads of a SpeechStream."""
 
-    voice: _Voice
+    engine: _Engine
     format: _Format
     text_at: float | None
 
@@ -278,8 +278,8 @@ class SpeechSent:
     def __init__(self, frontend: str, stream: _Stream, since: float | None = None) -> None:
         self.since = since
         self._stream = stream
-        self._first: Any = FIRST_AUDIO.labels(frontend, stream.voice.name)
-        self._seconds = TTS_SECONDS.labels(frontend, stream.voice.name)
+        self._first: Any = FIRST_AUDIO.labels(frontend, stream.engine.name)
+        self._seconds = TTS_SECONDS.labels(frontend, stream.engine.name)
 
     def sent(self, pcm_bytes: int) -> None:
         """`pcm_bytes` of speech (in the stream's format) have been handed to the client's connection."""

@@ -18,9 +18,10 @@ MAX_REFERENCE_BYTES = 10 * 1024 * 1024  # of a recording to clone a voice from (
 TASKS = ("transcribe", "translate")  # what Whisper does with speech; translate: to English
 # How soon the server ends a speaker's turn, in Home Assistant's names (`vad_sensitivity`); the first is the default.
 SENSITIVITIES = ("default", "relaxed", "aggressive")
+MIN_SILENCE, MAX_SILENCE = 0.1, 10.0  # seconds: the range of AsrRequest.max_silence
 
 # Who asked, as metrics label it.
-Frontend = Literal["wyoming", "http", "webrtc"]
+Frontend = Literal["wyoming", "http", "webrtc", "realtime"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -39,13 +40,14 @@ class AsrRequest:
     beam_size: int | None = None  # 1 to MAX_BEAM_SIZE
     detect_language: bool = False  # detect even where --language names one (unless `language` is given)
     end_of_turn: str | None = None  # one of SENSITIVITIES: the server ends the turn; None: the client's audio end does
+    max_silence: float | None = None  # with end_of_turn: seconds of silence that end any turn, if sooner than its own
 
 
 @dataclass(frozen=True, kw_only=True)
 class SpeechRequest:
     """Text to speech; the text itself is written to the stream the core returns, as it comes."""
 
-    voice: str | None = None  # a voice's name; None, or one not here: the default voice (for `language`)
+    voice_name: str | None = None  # the protocols' `voice`; None, or one not here: the default voice (for `language`)
     speaker: str | None = None  # one of a multi-speaker voice's speakers
     language: str | None = None  # picks a voice when none is named; what XTTS speaks
     speed: float | None = None  # 2.0 speaks twice as fast; None: the voice's own

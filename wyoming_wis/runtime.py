@@ -1,4 +1,5 @@
-"""Where models run (device, precision, threads), resolved once from the settings."""
+"""Where models run (device, precision, threads), resolved once from the settings; and where one model runs with how
+many of its calls at once (`Placement`), which each engine is built with."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from dataclasses import dataclass
 import ctranslate2
 
 from .config import CoreSettings
+from .scheduler import Scheduler
 
 
 @dataclass(frozen=True)
@@ -25,3 +27,17 @@ class Runtime:
         if compute_type == "default":
             compute_type = "float16" if device == "cuda" else "int8"
         return cls(device, int(index or 0), compute_type, settings.threads)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a model runs, and how many of its calls at once: `workers` in its scheduler's threads, at most
+    `queue_size` more waiting."""
+
+    runtime: Runtime
+    workers: int
+    queue_size: int
+
+    def scheduler(self, engine: str, model: str) -> Scheduler:
+        """The model's queue, named `engine-model` and labelled with both in the metrics, as every engine's is."""
+        return Scheduler(f"{engine}-{model}", self.workers, self.queue_size, engine=engine, model=model)

@@ -308,7 +308,7 @@ class Scheduler:
             calls, ahead = self._ahead(deadline, owner)
             latest = math.inf  # a call of a reply already playing runs however late: never cut a reply halfway
             if pace is None or not pace.admitted:
-                latest = self._admit(calls, ahead, size, now, gives_up, owner)
+                latest = self._admit(calls, ahead, size, now=now, gives_up=gives_up, owner=owner)
             call = _Call(
                 deadline,
                 next(self._order),
@@ -362,7 +362,7 @@ class Scheduler:
             return len(ahead), 0.0
         return len(ahead), sum(item.left() for item in ahead)
 
-    def _admit(self, calls: int, ahead: float, cost: float, now: float, gives_up: float | None, owner: str) -> float:
+    def _admit(self, calls: int, ahead: float, cost: float, *, now: float, gives_up: float | None, owner: str) -> float:
         """Raise Busy unless a new call can be answered before its client gives up; returns the latest it may start.
 
         A call that a free worker takes at once is never refused: nothing could answer it sooner.

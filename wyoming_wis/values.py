@@ -29,6 +29,15 @@ def parse_bool(text: str) -> bool:
     raise ValueError("expected true or false")
 
 
+def as_bool(value: object) -> bool:
+    """A client's true or false: JSON's own, or a word `parse_bool` reads; ValueError for anything else."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        return parse_bool(value)
+    raise ValueError("expected true or false")
+
+
 QUOTE_CHARS = 60  # of a client's value shown in a log line or an error message
 _SHORT = reprlib.Repr()  # for a value not a string (a number, a list from JSON): its first items
 _SHORT.maxlevel, _SHORT.maxlist, _SHORT.maxdict, _SHORT.maxstring = 2, 4, 4, QUOTE_CHARS

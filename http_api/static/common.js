@@ -1,7 +1,14 @@
-// What both pages share: the API key, requests to this server with the server's errors shown, small DOM helpers.
+// What the pages share: the API key, requests to this server with the server's errors shown, small DOM helpers, and
+// for the talking pages the microphone, the Whisper model and language choices, and the log.
 // Every URL is relative to the page, so the pages also work behind a proxy that adds a path prefix.
 
 const KEY_STORE = "wyoming-wis.api-key";
+const LOG_LINES = 300;
+// Whisper's languages (faster-whisper's list); their names come from the browser.
+const LANGUAGES =
+  "af am ar as az ba be bg bn bo br bs ca cs cy da de el en es et eu fa fi fo fr gl gu ha haw he hi hr ht hu hy id " +
+  "is it ja jw ka kk km kn ko la lb ln lo lt lv mg mi mk ml mn mr ms mt my ne nl nn no oc pa pl ps pt ro ru sa sd si " +
+  "sk sl sn so sq sr su sv sw ta te tg th tk tl tr tt uk ur uz vi yi yo zh yue";
 
 export function apiKey() {
   try {
@@ -156,4 +163,69 @@ export function setupKeyForm(onChange = () => {}) {
     details.open = true;
     say(state, `${event.detail.message}. Enter the server's API key.`, "error");
   });
+}
+
+// -- the talking pages ------------------------------------------------------------
+
+/** A line in the page's #log, with the time; the oldest lines go. */
+export function log(text) {
+  const box = $("log");
+  const time = new Date().toLocaleTimeString([], { hour12: false });
+  box.append(`${time}  ${text}\n`);
+  while (box.childNodes.length > LOG_LINES) box.firstChild.remove();
+  box.scrollTop = box.scrollHeight;
+}
+
+/** A JSON message from the server, or null (logged) when it is not JSON. */
+export function parseMessage(data) {
+  try {
+    return JSON.parse(data);
+  } catch {
+    log(`Not JSON: ${String(data).slice(0, 200)}`);
+    return null;
+  }
+}
+
+/** The microphone's track (mono; the browser's echo cancellation, noise suppression and gain control left on). */
+export async function microphoneTrack() {
+  if (!navigator.mediaDevices) throw insecurePage("the microphone");
+  const stream = await navigator.mediaDevices.getUserMedia({ audio: { channelCount: 1 }, video: false });
+  return stream.getAudioTracks()[0];
+}
+
+/** Why `what` is missing: the browser gives it only to secure pages. */
+export function insecurePage(what) {
+  return new Error(
+    `This browser gives ${what} only to secure pages: open this page over HTTPS ` +
+      "(start the server with --ssl-cert and --ssl-key) or on localhost",
+  );
+}
+
+/** The Whisper models (`/v1/models` less the voices: those `/health` lists as speech to text). */
+async function whisperModels() {
+  const [models, health] = await Promise.all([apiJson("v1/models"), apiJson("health")]);
+  return models.data.map((model) => model.id).filter((id) => id in health.asr);
+}
+
+/** Fill #model with the Whisper models and #language with what the chosen one speaks; kept in step. */
+export async function fillWhisperChoices() {
+  const model = $("model");
+  fillSelect(model, (await whisperModels()).map((id) => [id]));
+  fillSelect($("language"), languagesFor(model.value));
+  model.onchange = () => fillSelect($("language"), languagesFor(model.value));
+}
+
+/** [code, name] for each language `model` speaks ("" to detect it, unless the model is English only). */
+function languagesFor(model) {
+  const names = typeof Intl.DisplayNames === "function" ? new Intl.DisplayNames(["en"], { type: "language" }) : null;
+  const name = (code) => {
+    try {
+      return names ? `${names.of(code)} (${code})` : code;
+    } catch {
+      return code;
+    }
+  };
+  const codes = model.endsWith(".en") ? ["en"] : LANGUAGES.split(" ");
+  const entries = codes.map((code) => [code, name(code)]).sort((a, b) => a[1].localeCompare(b[1]));
+  return model.endsWith(".en") ? entries : [["", "detect"], ...entries];
 }

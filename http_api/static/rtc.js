@@ -10,19 +10,27 @@
 // as soon as it hears one, and not-detected at wake-stop if it heard none.
 // Between utterances the microphone is detached from the connection (replaceTrack(null)) and attached again on
 // the next start, so an open connection costs nothing while nobody talks.
-import { $, api, apiJson, fillSelect, h, say, sayError, setupKeyForm } from "./common.js";
+import {
+  $,
+  api,
+  apiJson,
+  fillSelect,
+  fillWhisperChoices,
+  h,
+  insecurePage,
+  log,
+  microphoneTrack,
+  parseMessage,
+  say,
+  sayError,
+  setupKeyForm,
+} from "./common.js";
 
-// Whisper's languages (faster-whisper's list); their names come from the browser.
-const LANGUAGES =
-  "af am ar as az ba be bg bn bo br bs ca cs cy da de el en es et eu fa fi fo fr gl gu ha haw he hi hr ht hu hy id " +
-  "is it ja jw ka kk km kn ko la lb ln lo lt lv mg mi mk ml mn mr ms mt my ne nl nn no oc pa pl ps pt ro ru sa sd si " +
-  "sk sl sn so sq sr su sv sw ta te tg th tk tl tr tt uk ur uz vi yi yo zh yue";
 const HOLD_MS = 400; // a press longer than this is held (release stops); a shorter one toggles
 const DETACH_DELAY_MS = 300; // after stop, let the last audio packets leave before detaching the microphone
 const ICE_GATHERING_TIMEOUT_MS = 5000;
 const CHANNEL_OPEN_TIMEOUT_MS = 15000;
 const PING_INTERVAL_MS = 20000;
-const LOG_LINES = 300;
 
 const talkButton = $("talk");
 const state = $("talk-state");
@@ -41,15 +49,7 @@ let pressStarted = false;
 let partialsShown = 0;
 let wakeListening = false; // wake sent, wake-stop not yet
 
-// -- log and state ---------------------------------------------------------------
-
-function log(text) {
-  const box = $("log");
-  const time = new Date().toLocaleTimeString([], { hour12: false });
-  box.append(`${time}  ${text}\n`);
-  while (box.childNodes.length > LOG_LINES) box.firstChild.remove();
-  box.scrollTop = box.scrollHeight;
-}
+// -- state -----------------------------------------------------------------------
 
 function setPhase(phase) {
   document.body.dataset.rtc = phase; // idle, connecting, listening, waiting
@@ -76,14 +76,8 @@ function showConnection(text, kind) {
 
 async function getMicrophone() {
   if (microphone && microphone.readyState === "live") return microphone;
-  if (!navigator.mediaDevices || !window.RTCPeerConnection) {
-    throw new Error(
-      "This browser gives the microphone and WebRTC only to secure pages: open this page over HTTPS " +
-        "(start the server with --ssl-cert and --ssl-key) or on localhost",
-    );
-  }
-  const stream = await navigator.mediaDevices.getUserMedia({ audio: { channelCount: 1 }, video: false });
-  microphone = stream.getAudioTracks()[0];
+  if (!navigator.mediaDevices || !window.RTCPeerConnection) throw insecurePage("the microphone and WebRTC");
+  microphone = await microphoneTrack();
   microphone.addEventListener("ended", () => {
     log("The microphone was taken away");
     microphone = null;
@@ -315,13 +309,8 @@ function release() {
 // -- what the server says --------------------------------------------------------
 
 function received(data) {
-  let message;
-  try {
-    message = JSON.parse(data);
-  } catch {
-    log(`Not JSON: ${String(data).slice(0, 200)}`);
-    return;
-  }
+  const message = parseMessage(data);
+  if (!message) return;
   const obj = message.obj || {};
   switch (message.type) {
     case "partial":
@@ -493,29 +482,9 @@ async function speakBack(text) {
 
 // -- choices ---------------------------------------------------------------------
 
-function languagesFor(model) {
-  const names = typeof Intl.DisplayNames === "function" ? new Intl.DisplayNames(["en"], { type: "language" }) : null;
-  const name = (code) => {
-    try {
-      return names ? `${names.of(code)} (${code})` : code;
-    } catch {
-      return code;
-    }
-  };
-  const codes = model.endsWith(".en") ? ["en"] : LANGUAGES.split(" ");
-  const entries = codes.map((code) => [code, name(code)]).sort((a, b) => a[1].localeCompare(b[1]));
-  return model.endsWith(".en") ? entries : [["", "detect"], ...entries];
-}
-
 async function loadChoices() {
   try {
-    const [models, health] = await Promise.all([apiJson("v1/models"), apiJson("health")]);
-    const whisper = models.data.map((model) => model.id).filter((id) => id in health.asr);
-    fillSelect(
-      $("model"),
-      whisper.map((id) => [id]),
-    );
-    fillSelect($("language"), languagesFor($("model").value));
+    await fillWhisperChoices();
   } catch (error) {
     sayError(state, error, "Models unavailable");
   }
@@ -564,7 +533,6 @@ document.addEventListener("keyup", (event) => {
   event.preventDefault();
   release();
 });
-$("model").addEventListener("change", () => fillSelect($("language"), languagesFor($("model").value)));
 $("hands-free").addEventListener("change", () => {
   if (!talking) talkButton.textContent = buttonLabel(document.body.dataset.rtc);
 });

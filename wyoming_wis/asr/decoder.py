@@ -413,7 +413,7 @@ class Decoder:
         temperatures = (job.options.temperature,) if job.options.temperature else FALLBACK_TEMPERATURES
         tried = []
         while temperatures:
-            result = self._standard(job, language, problem, temperatures, limit)
+            result = self._standard(job, language, problem, temperatures=temperatures, limit=limit)
             if not _loops(result.text, sum(len(segment.tokens) for segment in result.segments), limit):
                 return self._scored_segments(job, result) if job.options.logprobs else result
             tried.append(result)
@@ -423,7 +423,7 @@ class Decoder:
         return self._scored_segments(job, result) if job.options.logprobs else result
 
     def _standard(
-        self, job: Job, language: str | None, problem: str, temperatures: tuple[float, ...], limit: int
+        self, job: Job, language: str | None, problem: str, *, temperatures: tuple[float, ...], limit: int
     ) -> Decoded:
         """One faster-whisper transcribe() of the job, falling back through `temperatures` as it does."""
         pieces, info = self.whisper.transcribe(

@@ -31,8 +31,7 @@ from ..catalog import Found
 from ..errors import BadRequest, UnsupportedLanguage
 from ..languages import OLDER_CODES, whisper_code
 from ..requests import AsrRequest
-from ..runtime import Runtime
-from ..scheduler import Scheduler
+from ..runtime import Placement
 from ..served import WHISPER, Calls, Entry
 from ..values import quote
 from . import assemble
@@ -97,10 +96,8 @@ class WhisperEngine:
     def __init__(
         self,
         found: Found,
-        runtime: Runtime,
+        placement: Placement,
         *,
-        workers: int,
-        queue_size: int,
         beam_size: int,
         max_batch: int,
         default_language: str | None,
@@ -112,13 +109,14 @@ class WhisperEngine:
         self.task = task
         self.bias = bias or Bias()
         _LOGGER.info("Loading Whisper %s from %s (%s)", found.name, found.path, found.source)
+        runtime = placement.runtime
         self.model = WhisperModel(
             str(found.path),
             device=runtime.device,
             device_index=runtime.device_index,
             compute_type=runtime.compute_type,
             cpu_threads=runtime.cpu_threads,
-            num_workers=workers,
+            num_workers=placement.workers,
         )
         self.decoder = Decoder(self.model, beam_size)
         self.multilingual = self.decoder.multilingual
@@ -131,10 +129,10 @@ class WhisperEngine:
                 _LOGGER.warning(
                     "Whisper %s does not support --language %s; it will detect", self.name, default_language
                 )
-        self.scheduler = Scheduler(f"whisper-{found.name}", workers, queue_size, engine=WHISPER, model=found.name)
-        # Scoring speech costs up to a second per 10 minutes of audio: in threads of its own, behind a bounded
-        # queue, so that many long streams wait for it (or are refused) without delaying anything else.
-        self.vad = Scheduler(f"vad-{found.name}", runtime.cpu_threads, queue_size, engine="vad", model=found.name)
+        self.scheduler = placement.scheduler(WHISPER, found.name)
+        # Scoring speech costs up to a second per 10 minutes of audio: in threads of its own (one per core), behind a
+        # bounded queue, so that many long streams wait for it (or are refused) without delaying anything else.
+        self.vad = replace(placement, workers=runtime.cpu_threads).scheduler("vad", found.name)
         self.batcher = Batcher(self._decode, max_batch)
         self._prompts: OrderedDict[Prompt, Fitted] = OrderedDict()  # least recently used first
         # Loaded or not: decoding holds `_active`; unloading needs it at zero.
@@ -192,7 +190,7 @@ class WhisperEngine:
         """Transcribe 16 kHz mono float32 audio of any length."""
         detector = SpeechDetector()
         await self.score(detector, audio)
-        return await self.transcribe_pieces(audio, detector, detector.pieces(len(audio)), options)
+        return await self.transcribe_pieces(audio, detector, detector.pieces(len(audio)), options=options)
 
     async def score(self, detector: SpeechDetector, audio: np.ndarray) -> None:
         """Score the speech in `audio` that `detector` has not seen yet, in the VAD's threads."""
@@ -203,6 +201,7 @@ class WhisperEngine:
         audio: np.ndarray,
         detector: SpeechDetector,
         pieces: list[Piece],
+        *,
         options: Options,
         known: dict[Piece, Decoded] | None = None,
     ) -> Transcript:

@@ -48,7 +48,7 @@ from ..audio import WHISPER_RATE, AudioFormat, PcmConverter
 from ..budget import Hold
 from ..errors import AudioTooLong, WisError
 from ..scheduler import patience
-from .turn import PATIENCE, RECHECK_THRESHOLD, Reason, TurnEnd, TurnLimits, heard_whole, judged_complete
+from .turn import PATIENCE, RECHECK_THRESHOLD, Patience, Reason, TurnEnd, TurnLimits, heard_whole, judged_complete
 from .vad import PAD, WINDOW, Piece, SpeechDetector
 
 if TYPE_CHECKING:
@@ -66,6 +66,7 @@ LIVE_RATE = 1.5  # audio arriving faster than this times real time is a file
 _LIVE_SLACK = 1.0  # seconds of audio a live client may send ahead (buffers, network)
 
 OnText = Callable[[str], Awaitable[None]]
+OnSpeech = Callable[[int], Awaitable[None]]  # the sample where the speaker's speech began
 TurnModel = Callable[[np.ndarray], Awaitable[float]]  # the probability that the speaker's turn is complete
 _ARRIVALS = 256  # recent feeds remembered, to tell when the last speech arrived
 TURN_PAD = int(0.2 * WHISPER_RATE)  # silence after speech the turn model hears: as it was trained (and pipecat asks)
@@ -82,6 +83,8 @@ class AsrSession:
         hold: Hold,
         on_text: OnText | None = None,
         end_of_turn: str | None = None,
+        max_silence: float | None = None,
+        on_speech: OnSpeech | None = None,
         limits: TurnLimits | None = None,
         turn_model: TurnModel | None = None,
         cleaner: Cleaner | None = None,
@@ -90,7 +93,9 @@ class AsrSession:
 
         `frontend` labels the transcript in the metrics. `hold` is the session's share of the memory budget: the
         audio buffer is counted in it before it grows, and given back by `close`. With `end_of_turn` (a
-        sensitivity) the session ends the turn itself, within `limits`, asking `turn_model` when there is one.
+        sensitivity) the session ends the turn itself, within `limits`, asking `turn_model` when there is one, and
+        on `max_silence` seconds of silence if that is sooner than the sensitivity's own; `on_speech` hears where
+        speech began, once, as soon as the session's VAD has heard it.
         `cleaner` cleans the audio as it comes, in its own threads; the session closes it.
         """
         self.engine = engine
@@ -115,7 +120,8 @@ class AsrSession:
         self._follower: asyncio.Task[None] | None = None
         self._first_audio: float | None = None
         self._finishing = False
-        self._patience = PATIENCE[end_of_turn] if end_of_turn else None
+        self._patience = _patience(end_of_turn, max_silence)
+        self._on_speech = on_speech
         self._vad_step = TURN_VAD_STEP if end_of_turn else VAD_STEP
         self._limits = limits or TurnLimits(max_speech=max_seconds, no_speech=max_seconds)
         self._turn_model = turn_model
@@ -123,6 +129,7 @@ class AsrSession:
         self._judged: int | None = None  # the end of speech whose pause was judged last
         self._doubted: int | None = None  # ... if its words were whole but the turn model heard more coming
         self._complete: int | None = None  # ... if it was judged complete: it ends the turn once it settles
+        self._judging: asyncio.Task[bool] | None = None  # the judgement of `_judged`'s pause, while it runs
         self._kept: np.ndarray | None = None  # the audio of a turn the session ended
         self._arrivals: deque[tuple[int, float]] = deque(maxlen=_ARRIVALS)  # (samples kept, when)
         self._cleaner = cleaner
@@ -216,7 +223,9 @@ class AsrSession:
         if turn is None:
             metrics.transcribed(self.frontend, self.engine.name, transcript.duration, ended)
         else:
-            metrics.transcribed(self.frontend, self.engine.name, transcript.duration, turn.speech_ended, turn.reason)
+            metrics.transcribed(
+                self.frontend, self.engine.name, transcript.duration, turn.speech_ended, turn_ended=turn.reason
+            )
         return transcript
 
     async def end_audio(self) -> None:
@@ -236,11 +245,30 @@ class AsrSession:
             self._cleaner.close()
         if self._follower is not None:
             self._follower.cancel()
+        if self._judging is not None:
+            self._judging.cancel()
         if not self._turn.done():
             self._turn.cancel()  # nobody waits for an end that will not come
         elif not self._turn.cancelled():
             self._turn.exception()  # seen: a frontend that did not wait for the end has no use for its error
         self.hold.close()
+
+    @property
+    def turn_over(self) -> bool:
+        """Whether the server has ended the turn (or the session is closed): audio fed now is dropped."""
+        return self._turn.done()
+
+    @property
+    def samples(self) -> int:
+        """Audio kept so far, at 16 kHz."""
+        return self._samples
+
+    def after_turn(self) -> np.ndarray:
+        """The audio that came after the end of the turn (none before it ends): the start of a next turn. Call it
+        with no `feed` in flight, whose piece would be part of it."""
+        if not self._turn.done() or self._turn.cancelled() or self._turn.exception() is not None:
+            return np.zeros(0, dtype=np.float32)
+        return self._buffer[self._turn.result().samples : self._samples].copy()
 
     async def turn_end(self) -> TurnEnd:
         """Once the server judges the speaker's turn ended (a request with `end_of_turn` only); `finish` then
@@ -250,6 +278,13 @@ class AsrSession:
     # -- ahead of the end ------------------------------------------------------
 
     async def _follow(self) -> None:
+        try:
+            await self._follow_audio()
+        finally:  # a judgement in flight lands first: its decode is the transcript `finish` needs
+            if self._judging is not None:
+                await asyncio.gather(self._judging, return_exceptions=True)
+
+    async def _follow_audio(self) -> None:
         decoded_at, interval = 0, MIN_INTERVAL  # samples received at the last decode; seconds between decodes
         while not self._finishing:
             await self._arrived.wait()
@@ -262,6 +297,9 @@ class AsrSession:
             except WisError as err:  # busy: what is said so far is scored at the end
                 _LOGGER.debug("No partial transcript: %s", err)
                 continue
+            if self._on_speech is not None and (start := self._detector.speech_start()) is not None:
+                on_speech, self._on_speech = self._on_speech, None
+                await on_speech(start)
             # a file is not a speaker: not even its first second, which the slack for a live client's buffers lets in
             if self._patience is not None and not self._finishing and self._live(slack=0.0):
                 try:
@@ -302,7 +340,9 @@ class AsrSession:
         needs anyway: judged complete, it ends the turn once it has lasted the sensitivity's `settle` (that decode
         is the transcript). Its words whole but the turn model not sure, the model listens again at the
         sensitivity's `recheck`. Any pause ends it at the sensitivity's `silence`, and so does the speaker's own
-        silence while Silero hears speech further away (`foreground_end`: a TV across the room).
+        silence while Silero hears speech further away (`foreground_end`: a TV across the room). The judgement runs
+        beside the follower (`_judged_pause`), which meanwhile goes on checking the silence: a slow decode (a busy
+        machine, a long turn) never makes a silence's end late.
         """
         assert self._patience is not None
         samples, start, end = len(audio), self._detector.speech_start(), self._detector.speech_end()
@@ -314,30 +354,54 @@ class AsrSession:
         own = self._detector.foreground_end()  # a TV across the room speaks on after the speaker: its silence
         if own is not None and (samples - own) / WHISPER_RATE >= self._patience.silence:
             return self._end("silence", samples, own)  # the audio up to now: soft last words stay in
-        if silence < self._patience.check:
+        if silence < self._patience.check or not await self._judged_pause(audio, end, silence):
             return False
-        if self._judged != end:
-            self._judged = end
-            self._complete = end if await self._sounds_complete(audio, end, silence) else None
-        elif self._doubted == end and silence >= self._patience.recheck:
-            self._doubted = None
-            probability = await self._probability(audio)
-            _LOGGER.debug("Listened again after %.2f s of silence: turn model %.2f", silence, probability)
-            if probability >= RECHECK_THRESHOLD:
-                self._complete = end
         if self._complete != end or silence < self._patience.settle:
             return False
         await self.engine.score(self._detector, self.audio())  # what came while judging: the speaker may go on
         resumed = self._detector.speech_end()  # speech inside the audio judged (a word's tail) was decoded with it
         return resumed is not None and resumed <= samples and self._end("complete", samples, end)
 
+    async def _judged_pause(self, audio: np.ndarray, end: int, silence: float) -> bool:
+        """Whether the pause ending at `end` is judged (its verdict in `_complete`); starts its judgement if not.
+
+        One judgement at a time, as a task: its result is taken at the next step after it lands, for the pause it
+        judged (one where the speaker has spoken again since is judged anew). What stopped it (busy) leaves its
+        pause to the silence, as a judgement that said no; a bug is raised.
+        """
+        judging = self._judging
+        if judging is not None:
+            if not judging.done():
+                return False
+            self._judging = None
+            try:
+                complete = judging.result()
+            except WisError as err:
+                _LOGGER.debug("Turn not judged: %s", err)
+                complete = False
+            self._complete = self._judged if complete else None
+        if self._judged != end:
+            self._judged = end
+            self._judging = asyncio.create_task(self._sounds_complete(audio, end, silence))
+            return False
+        if self._doubted == end and silence >= self._patience.recheck:  # type: ignore[union-attr]
+            self._doubted = None
+            probability = await self._probability(audio)
+            _LOGGER.debug("Listened again after %.2f s of silence: turn model %.2f", silence, probability)
+            if probability >= RECHECK_THRESHOLD:
+                self._complete = end
+        return True
+
     async def _sounds_complete(self, audio: np.ndarray, end: int, silence: float) -> bool:
         """Whether the words so far form a request, and the turn model (if there is one) hears the speaker done."""
         assert self._patience is not None
         started = time.perf_counter()
-        transcript, probability = await asyncio.gather(
-            self._ahead(_padded(audio, end)), self._probability(_padded(audio, end, TURN_PAD))
-        )
+        if self._patience.silence <= self._patience.settle:  # the silence ends the turn first: only the decode
+            transcript, probability = await self._ahead(_padded(audio, end)), 1.0  # counts (the transcript)
+        else:
+            transcript, probability = await asyncio.gather(
+                self._ahead(_padded(audio, end)), self._probability(_padded(audio, end, TURN_PAD))
+            )
         if transcript is None:
             _LOGGER.debug("Judged a pause after %.2f s of silence: its words are not clear yet", silence)
             self._doubted = None
@@ -376,14 +440,14 @@ class AsrSession:
         arrived = None if speech_end is None else next((t for n, t in self._arrivals if n >= speech_end), None)
         kept = self._buffer[:samples]
         self._kept = kept if speech_end is None else _padded(kept, speech_end)
-        self._turn.set_result(TurnEnd(reason, samples, arrived))
+        self._turn.set_result(TurnEnd(reason, samples, arrived, speech_end))
         _LOGGER.debug("Turn ended (%s) after %.2f s", reason, samples / WHISPER_RATE)
         return True
 
     def _due(self, samples: int, speech_end: int, decoded_at: int, interval: float) -> bool:
         """Whether a decode now is worth its cost."""
-        if not self._live() or not self.engine.idle:
-            return False
+        if not self._live() or not self.engine.idle or (self._judging is not None and not self._judging.done()):
+            return False  # (a judgement's decode is the pause's: `_ahead` takes it once it lands)
         if samples - speech_end >= PAD:  # a pause: decode it once, exactly as the end would
             return decoded_at < speech_end + PAD
         if samples - speech_end >= QUIET or self._patience is not None:
@@ -400,7 +464,9 @@ class AsrSession:
         pieces = self._detector.pieces(len(audio))
         if self._latest is not None and self._latest[0] == pieces:
             return self._latest[1]
-        transcript = await self.engine.transcribe_pieces(audio, self._detector, pieces, self.options, self._known)
+        transcript = await self.engine.transcribe_pieces(
+            audio, self._detector, pieces, options=self.options, known=self._known
+        )
         self._latest = (pieces, transcript)
         return transcript
 
@@ -415,7 +481,7 @@ class AsrSession:
             return self._latest[1]
         judged = self._known | self._unsettled
         options = dataclasses.replace(self.options, judging=True)
-        transcript = await self.engine.transcribe_pieces(audio, self._detector, pieces, options, judged)
+        transcript = await self.engine.transcribe_pieces(audio, self._detector, pieces, options=options, known=judged)
         for piece, decoded in judged.items():
             (self._unsettled if decoded.unsettled else self._known)[piece] = decoded
         if any(judged[piece].unsettled for piece in pieces):
@@ -434,14 +500,16 @@ class AsrSession:
         group = 1
         while len(todo) > group:
             end = todo[group - 1] + 1
-            prefix = await self.engine.transcribe_pieces(audio, self._detector, pieces[:end], self.options, self._known)
+            prefix = await self.engine.transcribe_pieces(
+                audio, self._detector, pieces[:end], options=self.options, known=self._known
+            )
             await self._publish(prefix, final=True)
             todo, group = todo[group:], self.engine.batcher.max_batch
 
     async def _draft(self, audio: np.ndarray) -> Transcript:
         pieces = self._detector.pieces(len(audio))
         options = dataclasses.replace(self.options, draft=True)
-        return await self.engine.transcribe_pieces(audio, self._detector, pieces, options, self._drafts)
+        return await self.engine.transcribe_pieces(audio, self._detector, pieces, options=options, known=self._drafts)
 
     async def _publish(self, transcript: Transcript, final: bool) -> None:
         """Send the stable words of `transcript` not sent yet, with their tokens' log-probabilities if asked."""
@@ -492,6 +560,16 @@ class AsrSession:
             await asyncio.to_thread(work)
         else:
             await self._cleaner.run(work)
+
+
+def _patience(end_of_turn: str | None, max_silence: float | None) -> Patience | None:
+    """How long a turn the session ends waits: the sensitivity's, its silence cut to `max_silence` if shorter."""
+    if end_of_turn is None:
+        return None
+    patience = PATIENCE[end_of_turn]
+    if max_silence is None or max_silence >= patience.silence:
+        return patience
+    return dataclasses.replace(patience, silence=max_silence)
 
 
 def _padded(audio: np.ndarray, speech_end: int, pad: int = PAD) -> np.ndarray:

@@ -82,6 +82,7 @@ class TurnEnd:
     reason: Reason
     samples: int  # audio the turn keeps (16 kHz); what came after is not part of it
     speech_ended: float | None  # time.perf_counter() when the turn's last speech had arrived; None: no speech
+    speech_until: int | None = None  # the sample where that speech ended
 
 
 # English words a request does not end on: articles, possessives, prepositions that are seldom particles ("turn it

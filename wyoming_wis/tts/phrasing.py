@@ -132,7 +132,7 @@ class Phrasing:
         phrases: list[Phrase] = []
         start = scanned = self._first_clause(text, phrases) if self._first else 0
         if not self._first or final:
-            start, scanned = self._sentences(text, start, max(start, self._scanned), final, phrases)
+            start, scanned = self._sentences(text, start, max(start, self._scanned), phrases, final=final)
         rest = text[start:]
         if final:
             phrases += self._say(rest, ends_sentence=True)
@@ -158,7 +158,7 @@ class Phrasing:
         phrases += self._say(clause[1], ends_sentence=False)
         return clause.end()
 
-    def _sentences(self, text: str, start: int, scan: int, final: bool, phrases: list[Phrase]) -> tuple[int, int]:
+    def _sentences(self, text: str, start: int, scan: int, phrases: list[Phrase], *, final: bool) -> tuple[int, int]:
         """Say each complete sentence of text[start:], looking for their ends from `scan` on.
 
         Returns where the unfinished rest starts, and where to look on once more is written: at a mark that

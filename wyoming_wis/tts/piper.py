@@ -36,13 +36,12 @@ from piper.config import PiperConfig
 from ..audio import AudioFormat
 from ..catalog import Found
 from ..errors import UnknownSpeaker
-from ..runtime import Runtime
-from ..scheduler import Scheduler
+from ..runtime import Placement, Runtime
 from ..served import PIPER, Entry
 from ..values import quote
 from .params import SpeechParams
 from .phrasing import split
-from .stream import Utterance, voice_model_entry
+from .stream import Utterance, speech_model_entry
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -74,22 +73,20 @@ class _Latents:
 
 
 class PiperEngine:
-    def __init__(
-        self, found: Found, runtime: Runtime, *, workers: int, queue_size: int, params: SpeechParams | None = None
-    ) -> None:
+    def __init__(self, found: Found, placement: Placement, *, params: SpeechParams | None = None) -> None:
         self.name = found.name
         self.found = found
         self.params = params or SpeechParams()  # this voice's defaults; requests may change them
         _LOGGER.info("Loading Piper voice %s from %s (%s)", found.name, found.path, found.source)
         with open(f"{found.path}.json", encoding="utf-8") as file:
             config = json.load(file)
-        self._front, self._decoder, self._latent = _split_at_decoder(found, _opener(runtime, workers, found.name))
+        self._front, self._decoder, self._latent = _split_at_decoder(found, _opener(placement, found.name))
         self.voice = PiperVoice(config=PiperConfig.from_dict(config), session=self._front.shared)
         self.languages, self.speakers, self.description = describe(found.name, config)
         self.format = AudioFormat(rate=self.voice.config.sample_rate, width=2, channels=1)
         stat = found.path.stat()  # a changed voice file must not be mistaken for the old one
         self.identity = f"{found.name}:{found.path}:{stat.st_size}:{stat.st_mtime_ns}"
-        self.scheduler = Scheduler(f"piper-{found.name}", workers, queue_size, engine=PIPER, model=found.name)
+        self.scheduler = placement.scheduler(PIPER, found.name)
         self.gain = self._loudness_gain()
 
     def speaker_id(self, speaker: str | None) -> int | None:
@@ -146,7 +143,7 @@ class PiperEngine:
         self.scheduler.close()
 
     def entry(self) -> Entry:
-        return voice_model_entry(self, PIPER)
+        return speech_model_entry(self, PIPER)
 
     # -- blocking steps, for the scheduler's threads -------------------------
 
@@ -268,9 +265,10 @@ class _Part:
         return self.alone if alone else self.shared
 
 
-def _opener(runtime: Runtime, workers: int, name: str) -> Callable[[str], _Part]:
-    alone, shared = (_session_options(threads) for threads in (runtime.cpu_threads, runtime.cpu_threads // workers))
-    providers = _providers(runtime, name)
+def _opener(placement: Placement, name: str) -> Callable[[str], _Part]:
+    threads = placement.runtime.cpu_threads
+    alone, shared = (_session_options(count) for count in (threads, threads // placement.workers))
+    providers = _providers(placement.runtime, name)
 
     def open_part(path: str) -> _Part:
         first = onnxruntime.InferenceSession(path, sess_options=alone, providers=providers)

@@ -72,7 +72,7 @@ if TYPE_CHECKING:
     from ..scheduler import Scheduler
 
 
-class VoiceModel(Protocol):
+class SpeechModel(Protocol):
     """What the core's view reads of a TTS model."""
 
     name: str
@@ -83,7 +83,7 @@ class VoiceModel(Protocol):
     scheduler: Scheduler
 
 
-def voice_model_entry(model: VoiceModel, engine: str) -> Entry:
+def speech_model_entry(model: SpeechModel, engine: str) -> Entry:
     """A TTS model as the core's view lists it (served.py): in memory for as long as the server runs."""
     calls = (Calls.of(model.scheduler),)
     languages, speakers = tuple(model.languages), tuple(model.speakers)
@@ -121,27 +121,28 @@ class _Making:
 class SpeechStream:
     def __init__(
         self,
-        voice: SpeechEngine,
+        engine: SpeechEngine,
         speaker: str | None,
         max_chars: int,
         params: SpeechParams | None = None,
+        *,
         cache: SpeechCache | None = None,
         language: str | None = None,
     ) -> None:
-        self.voice = voice
-        self.language = language  # the request's; None means the voice's own
-        self.format = voice.format  # one format for the whole stream
-        self.params = params or voice.params
+        self.engine = engine  # what speaks: a voice's model, with `speaker` choosing among its speakers
+        self.language = language  # the request's; None means the engine's own
+        self.format = engine.format  # one format for the whole stream
+        self.params = params or engine.params
         self.cache = cache
         self.cache_hits = 0  # phrases of this stream that came from the cache
         self.text_at: float | None = None  # when its first text came (time.perf_counter()), for metrics
         self.pace = Pace()
         self._speaker = speaker
-        self._speaker_id = voice.speaker_id(speaker)  # an unknown speaker fails here, before any text
+        self._speaker_id = engine.speaker_id(speaker)  # an unknown speaker fails here, before any text
         self._max_chars = max_chars
         self._chars = 0
         self._said = False  # a phrase with something to say was found
-        self._phrasing = Phrasing(language or voice.languages[0])
+        self._phrasing = Phrasing(language or engine.languages[0])
         self._written: list[str] = []  # text not yet taken to be cut into phrases
         self._closed = False
         self._more = asyncio.Event()  # text was written, or the stream closed
@@ -232,8 +233,8 @@ class SpeechStream:
                 yield audio
             return
         key = cache_key(
-            engine=type(self.voice).__name__,
-            voice=self.voice.identity,
+            engine=type(self.engine).__name__,
+            voice=self.engine.identity,  # the parts keep their names: speech cached before stays found
             speaker=self._speaker_id,
             params=params,
             format=self.format,
@@ -254,4 +255,4 @@ class SpeechStream:
         await self.cache.put(key, b"".join(pieces))
 
     def _engine_stream(self, text: str, params: SpeechParams, urgent: bool) -> AsyncIterator[bytes]:
-        return self.voice.stream(Utterance(text, self._speaker, params, self.pace, urgent, self.language))
+        return self.engine.stream(Utterance(text, self._speaker, params, self.pace, urgent, self.language))

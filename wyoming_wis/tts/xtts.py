@@ -9,11 +9,13 @@ would mix their voices. Extra scheduler workers therefore only wait for the lock
 the scheduler's queue is still what bounds the backlog.
 
 This is the only module that imports torch and coqui-tts, and core.py imports it
-only for --xtts. What a voice is, and where cloned ones are kept, is in xtts_voices.py.
+only for --xtts. What XTTS speaks with (a speaker's `Conditioning`), and where cloned voices are kept, is in
+xtts_voices.py.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import logging
 import textwrap
@@ -32,13 +34,12 @@ from TTS.tts.models.xtts import Xtts
 from ..audio import AudioFormat
 from ..catalog import Found
 from ..errors import TextTooLong, UnknownSpeaker, UnsupportedLanguage
-from ..runtime import Runtime
-from ..scheduler import Scheduler
+from ..runtime import Placement, Runtime
 from ..served import XTTS, Entry
 from ..values import quote
 from .params import SpeechParams
-from .stream import Utterance, voice_model_entry
-from .xtts_voices import VoiceStore, XttsVoice, check_reference_size, decode_reference
+from .stream import Utterance, speech_model_entry
+from .xtts_voices import Conditioning, VoiceStore, check_reference_size, decode_reference
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -52,10 +53,8 @@ class XttsEngine:
     def __init__(
         self,
         found: Found,
-        runtime: Runtime,
+        placement: Placement,
         *,
-        workers: int,
-        queue_size: int,
         voices_dir: Path,
         max_voices: int | None = None,
         params: SpeechParams | None = None,
@@ -67,9 +66,9 @@ class XttsEngine:
         self.stream_chunk_tokens = stream_chunk_tokens
         folder = Path(found.path)
         _LOGGER.info("Loading XTTS model %s from %s (%s)", found.name, folder, found.source)
-        self.device = _device(runtime, found.name)
+        self.device = _device(placement.runtime, found.name)
         if self.device.type == "cpu":
-            torch.set_num_threads(runtime.cpu_threads)
+            torch.set_num_threads(placement.runtime.cpu_threads)
         self.config = XttsConfig()
         self.config.load_json(str(folder / "config.json"))
         with _quiet("transformers.configuration_utils"):
@@ -83,14 +82,14 @@ class XttsEngine:
         self.reference_rate: int = self.config.audio.sample_rate  # the rate the conditioning is computed at
         # HiFi-GAN upsamples by output_hop_length, so one GPT token is code_stride_len input samples.
         self._overlap = min(1024, args.gpt_code_stride_len * args.output_sample_rate // args.input_sample_rate)
-        self._builtin = _builtin_voices(self.model)
+        self._builtin = _studio_speakers(self.model)
         self.store = VoiceStore(
             voices_dir, model=found.name, width=args.gpt_n_model_channels, studio=self._builtin, max_voices=max_voices
         )
         stat = (folder / "model.pth").stat()  # a changed model must not be mistaken for the old one
         self.identity = f"{found.name}:{folder}:{stat.st_size}:{stat.st_mtime_ns}"
         self.description = f"XTTS-v2 {found.name} ({len(self.languages)} languages, voice cloning)"
-        self.scheduler = Scheduler(f"xtts-{found.name}", workers, queue_size, engine=XTTS, model=found.name)
+        self.scheduler = placement.scheduler(XTTS, found.name)
         _LOGGER.info(
             "XTTS model %s on %s: %d studio speakers, %d cloned voices in %s",
             found.name,
@@ -115,25 +114,25 @@ class XttsEngine:
         """Studio speakers of the release, then the cloned voices."""
         return self.studio_speakers + self.cloned_voices
 
-    def voice(self, speaker: str | None) -> XttsVoice:
+    def conditioning(self, speaker: str | None) -> Conditioning:
         """A speaker by name; None is the first studio speaker (or cloned voice)."""
         voices = self.store.voices
         if not speaker:
-            for voice in (*self._builtin.values(), *voices.values()):
-                return voice
+            for conditioning in (*self._builtin.values(), *voices.values()):
+                return conditioning
             raise UnknownSpeaker(f"XTTS model {self.name!r} has no speakers: clone a voice or send a reference")
-        voice = voices.get(speaker) or self._builtin.get(speaker)
-        if voice is None:
+        conditioning = voices.get(speaker) or self._builtin.get(speaker)
+        if conditioning is None:
             known = ", ".join(self.speakers[:20]) + (", ..." if len(self.speakers) > 20 else "")
             raise UnknownSpeaker(
                 f"XTTS model {self.name!r} has no speaker {quote(speaker)} (speakers: {known or 'none'})"
             )
-        return voice
+        return conditioning
 
     def speaker_id(self, speaker: str | None) -> tuple[str, str]:
         """The speaker's name and the digest of its latents: a voice cloned again gets a new cache key."""
-        voice = self.voice(speaker)
-        return voice.name, voice.digest
+        conditioning = self.conditioning(speaker)
+        return conditioning.name, conditioning.digest
 
     def language(self, language: str | None) -> str:
         """XTTS's code for a language ("en-US" -> "en", "zh" -> "zh-cn"); None is English."""
@@ -152,17 +151,16 @@ class XttsEngine:
     def stream(self, utterance: Utterance) -> AsyncIterator[bytes]:
         """Speech in pieces as XTTS writes it: the first one leaves long before the sentence is done (so
         `urgent` changes nothing)."""
-        return self.speak(utterance, self.voice(utterance.speaker))
+        return self.speak(utterance, self.conditioning(utterance.speaker))
 
-    def speak(self, utterance: Utterance, voice: XttsVoice) -> AsyncIterator[bytes]:
+    def speak(self, utterance: Utterance, conditioning: Conditioning) -> AsyncIterator[bytes]:
         """`stream` with the voice itself, which may be one made for this request only."""
         return self.scheduler.stream(
-            self._speak_alone,
+            functools.partial(self._speak_alone, chunk_tokens=self.stream_chunk_tokens),
             utterance.text,
-            voice,
+            conditioning,
             self.language(utterance.language),
             utterance.params,
-            self.stream_chunk_tokens,
             ahead=STREAM_QUEUE_PIECES,
             pace=utterance.pace,
         )
@@ -171,33 +169,35 @@ class XttsEngine:
         self, text: str, speaker: str | None = None, language: str | None = None, params: SpeechParams | None = None
     ) -> bytes:
         """All of the speech at once, each sentence made whole (not streamed)."""
-        voice, code = self.voice(speaker), self.language(language)
-        return await self.scheduler.run(self.synthesize_sync, text, voice, code, params or self.params)
+        conditioning, code = self.conditioning(speaker), self.language(language)
+        return await self.scheduler.run(self.synthesize_sync, text, conditioning, code, params or self.params)
 
-    def synthesize_sync(self, text: str, voice: XttsVoice, language: str, params: SpeechParams | None = None) -> bytes:
+    def synthesize_sync(
+        self, text: str, conditioning: Conditioning, language: str, params: SpeechParams | None = None
+    ) -> bytes:
         """Blocking, for a worker thread."""
-        return b"".join(self._speak_alone(text, voice, language, params or self.params, chunk_tokens=0))
+        return b"".join(self._speak_alone(text, conditioning, language, params or self.params, chunk_tokens=0))
 
     async def reference(self, audio: bytes) -> ReferenceSpeech:
         """A voice made from a recording for one request: never stored, never listed, never cached."""
         check_reference_size(audio)
-        voice = await self.scheduler.run(self._reference_sync, audio)
-        return ReferenceSpeech(self, voice)
+        conditioning = await self.scheduler.run(self._reference_sync, audio)
+        return ReferenceSpeech(self, conditioning)
 
-    def _reference_sync(self, audio: bytes) -> XttsVoice:
+    def _reference_sync(self, audio: bytes) -> Conditioning:
         samples = decode_reference(audio, self.reference_rate)  # outside the lock: it does not need the model
         with self._lock:
-            return self._conditioning("(reference)", samples, cloned=False)
+            return self._from_recording("(reference)", samples, cloned=False)
 
     def _speak_alone(
-        self, text: str, voice: XttsVoice, language: str, params: SpeechParams, chunk_tokens: int
+        self, text: str, conditioning: Conditioning, language: str, params: SpeechParams, *, chunk_tokens: int
     ) -> Generator[bytes, None, None]:
         """`_speak` holding the model: a reader that stops early closes it, which lets the model go."""
         with self._lock:
-            yield from self._speak(text, voice, language, params, chunk_tokens)
+            yield from self._speak(text, conditioning, language, params, chunk_tokens=chunk_tokens)
 
     def _speak(
-        self, text: str, voice: XttsVoice, language: str, params: SpeechParams, chunk_tokens: int
+        self, text: str, conditioning: Conditioning, language: str, params: SpeechParams, *, chunk_tokens: int
     ) -> Iterator[bytes]:
         """PCM pieces, sentence by sentence; chunk_tokens=0 gives one piece per sentence."""
         tokenizer, config = self.model.tokenizer, self.config
@@ -210,8 +210,8 @@ class XttsEngine:
             chunks = self.model.inference_stream(
                 sentence,
                 language,
-                torch.from_numpy(voice.gpt_cond_latent),
-                torch.from_numpy(voice.speaker_embedding),
+                torch.from_numpy(conditioning.gpt_cond_latent),
+                torch.from_numpy(conditioning.speaker_embedding),
                 stream_chunk_size=chunk_tokens,
                 overlap_wav_len=self._overlap,
                 temperature=config.temperature,
@@ -230,13 +230,13 @@ class XttsEngine:
 
     def warm_up(self) -> None:
         if self.speakers:
-            self.synthesize_sync("Ready.", self.voice(None), self.language(None))
+            self.synthesize_sync("Ready.", self.conditioning(None), self.language(None))
 
     def close(self) -> None:
         self.scheduler.close()
 
     def entry(self) -> Entry:
-        return voice_model_entry(self, XTTS)
+        return speech_model_entry(self, XTTS)
 
     # -- cloning ------------------------------------------------------------
 
@@ -257,12 +257,12 @@ class XttsEngine:
     def _clone_sync(self, name: str, audio: bytes) -> dict[str, Any]:
         samples = decode_reference(audio, self.reference_rate)
         with self._lock:
-            voice = self._conditioning(name, samples, cloned=True)
-        info = self.store.save(voice, len(samples) / self.reference_rate, len(audio))
+            conditioning = self._from_recording(name, samples, cloned=True)
+        info = self.store.save(conditioning, len(samples) / self.reference_rate, len(audio))
         _LOGGER.info("Cloned XTTS voice %s from %.1f s of audio", name, info["source_seconds"])
         return info
 
-    def _conditioning(self, name: str, samples: np.ndarray, cloned: bool) -> XttsVoice:
+    def _from_recording(self, name: str, samples: np.ndarray, cloned: bool) -> Conditioning:
         """coqui's get_conditioning_latents, on samples already decoded (it would read a file with torchaudio)."""
         config, rate = self.config, self.reference_rate
         audio = torch.from_numpy(samples).unsqueeze(0).to(self.device)
@@ -272,26 +272,26 @@ class XttsEngine:
         gpt_cond_latent = self.model.get_gpt_cond_latents(
             audio, rate, length=config.gpt_cond_len, chunk_length=config.gpt_cond_chunk_len
         )
-        return XttsVoice(name, _numpy(gpt_cond_latent), _numpy(speaker_embedding), cloned)
+        return Conditioning(name, _numpy(gpt_cond_latent), _numpy(speaker_embedding), cloned)
 
 
 class ReferenceSpeech:
     """An XTTS engine speaking with a voice made for one request (a SpeechEngine; see stream.py)."""
 
-    def __init__(self, engine: XttsEngine, voice: XttsVoice) -> None:
+    def __init__(self, engine: XttsEngine, conditioning: Conditioning) -> None:
         self.engine = engine
-        self.voice = voice
+        self.conditioning = conditioning
         self.name = engine.name
-        self.identity = f"{engine.identity}:reference:{voice.digest}"
+        self.identity = f"{engine.identity}:reference:{conditioning.digest}"
         self.format = engine.format
         self.params = engine.params
         self.languages = engine.languages
 
     def speaker_id(self, speaker: str | None) -> str:
-        return f"reference:{self.voice.digest}"
+        return f"reference:{self.conditioning.digest}"
 
     def stream(self, utterance: Utterance) -> AsyncIterator[bytes]:
-        return self.engine.speak(utterance, self.voice)
+        return self.engine.speak(utterance, self.conditioning)
 
 
 # -- helpers ----------------------------------------------------------------
@@ -335,12 +335,12 @@ def _device(runtime: Runtime, name: str) -> torch.device:
     return torch.device("cpu")
 
 
-def _builtin_voices(model: Xtts) -> dict[str, XttsVoice]:
+def _studio_speakers(model: Xtts) -> dict[str, Conditioning]:
     manager = getattr(model, "speaker_manager", None)
     if manager is None:
         return {}
     return {
-        name: XttsVoice(name, _numpy(latents["gpt_cond_latent"]), _numpy(latents["speaker_embedding"]), cloned=False)
+        name: Conditioning(name, _numpy(latents["gpt_cond_latent"]), _numpy(latents["speaker_embedding"]), cloned=False)
         for name, latents in manager.speakers.items()
     }
 

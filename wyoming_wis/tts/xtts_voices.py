@@ -49,8 +49,9 @@ _EMBEDDING_SHAPE = (1, 512, 1)
 
 
 @dataclass(frozen=True, eq=False)
-class XttsVoice:
-    """What XTTS speaks with: the GPT conditioning and the decoder's speaker embedding."""
+class Conditioning:
+    """What XTTS speaks with, a studio speaker's or a cloned voice's: the GPT conditioning and the decoder's speaker
+    embedding."""
 
     name: str
     gpt_cond_latent: np.ndarray  # [1, 32, GPT width], float32
@@ -81,12 +82,12 @@ class VoiceStore:
         self._width = width
         self._studio = frozenset(studio)
         self._lock = threading.Lock()  # guards _voices and _files, changed by saves, removals and rescans
-        self._voices: dict[str, XttsVoice] = {}  # replaced whole on each change, so readers need no lock
+        self._voices: dict[str, Conditioning] = {}  # replaced whole on each change, so readers need no lock
         self._files: dict[str, tuple[int, int]] = {}  # the stored file each voice was read from
         self.rescan()
 
     @property
-    def voices(self) -> Mapping[str, XttsVoice]:
+    def voices(self) -> Mapping[str, Conditioning]:
         """The voices by name, in order of their names."""
         return self._voices
 
@@ -100,7 +101,7 @@ class VoiceStore:
         self._check_room(name)
         return name
 
-    def save(self, voice: XttsVoice, source_seconds: float, source_bytes: int) -> dict[str, Any]:
+    def save(self, voice: Conditioning, source_seconds: float, source_bytes: int) -> dict[str, Any]:
         """Store a voice (replacing one of that name) and return its sidecar; blocking (file system)."""
         info = {
             "name": voice.name,
@@ -177,7 +178,7 @@ class VoiceStore:
     def _path(self, name: str, suffix: str) -> Path:
         return self.folder / f"{name}{suffix}"
 
-    def _read(self, name: str, path: Path) -> XttsVoice | None:
+    def _read(self, name: str, path: Path) -> Conditioning | None:
         """A stored voice, or None (logged) for a file that is damaged, foreign or badly named."""
         try:
             check_name(name)
@@ -190,7 +191,7 @@ class VoiceStore:
         except Exception as err:  # a damaged or foreign file must not stop the server
             _LOGGER.warning("Ignoring XTTS voice file %s: %s", path, err)
             return None
-        return XttsVoice(name, latent, embedding, cloned=True)
+        return Conditioning(name, latent, embedding, cloned=True)
 
 
 def check_reference_size(audio: bytes) -> None:
@@ -209,7 +210,7 @@ def decode_reference(audio: bytes, rate: int) -> np.ndarray:
     """A recording in one of audio.UPLOAD_FORMATS, as mono float32 at `rate`, checked for size, length and silence."""
     check_reference_size(audio)
     try:
-        samples = decode_file(audio, rate, MAX_REFERENCE_SECONDS, "reference audio")
+        samples = decode_file(audio, rate, MAX_REFERENCE_SECONDS, what="reference audio")
     except AudioTooLong as err:
         raise BadAudio(
             f"The reference audio is longer than {MAX_REFERENCE_SECONDS:.0f} s; "

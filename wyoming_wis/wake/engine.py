@@ -92,7 +92,7 @@ class WakeEngine:
 
     def open(self, names: Sequence[str], hold: Hold, on_heard: OnHeard, max_seconds: float = math.inf) -> WakeStream:
         chosen = self.resolve(names)
-        stream = WakeStream(self, chosen, hold, on_heard, max_seconds)
+        stream = WakeStream(self, chosen, hold, on_heard, max_seconds=max_seconds)
         stream.reserve(0)  # its detectors and the audio it may keep, counted before anything is loaded for it
         self._count(stream, 1)
         return stream
@@ -191,6 +191,7 @@ class WakeStream:
         chosen: list[tuple[str, WakeModel]],
         hold: Hold,
         on_heard: OnHeard,
+        *,
         max_seconds: float = math.inf,
     ) -> None:
         self.engine = engine

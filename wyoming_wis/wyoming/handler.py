@@ -7,7 +7,7 @@ the transcript or the audio-stop it asked for, so only the closed stream ends it
 wait. A failed `describe`, `ping` or `select-program` leaves the connection open.
 
 Unless --external-vad, the server ends each speaker's turn itself: the transcript
-goes out as soon as the session judges the turn over (`_answer_turn`), before any
+goes out as soon as the core's turn controller (`Core.listen`, one turn) judges the turn over, before any
 `audio-stop`; the rest of that turn's audio is dropped, and its `audio-stop`, if
 one comes, has nothing left to answer.
 
@@ -47,8 +47,9 @@ from wyoming.wake import Detect, Detection, NotDetected
 from .. import metrics
 from ..audio import AudioFormat, chunks
 from ..config import WyomingSettings
-from ..core import AsrSession, Core, Heard, SpeechStream, WakeStream
+from ..core import Core, Heard, SpeechStream, WakeStream
 from ..errors import BadRequest, Busy, ShuttingDown, Timeout, UnknownProgram, WisError
+from ..listening import Failed, Final, Listening, Partial, TurnEvent
 from ..requests import AsrRequest, SpeechRequest, WakeRequest
 from ..scheduler import patience
 from ..served import ASR
@@ -93,13 +94,11 @@ class WyomingHandler(AsyncEventHandler):
         self.evicted = False  # closed to give its slot to another owner: no longer counted as holding it
         # Chosen with select-program for the rest of the connection.
         self.asr_model: str | None = None
-        self.voice: str | None = None
-        # Speech-to-text request in progress.
-        self._session: AsrSession | None = None
+        self.voice_name: str | None = None
+        # Speech-to-text request in progress: its one turn (the core's turn controller ends it, or audio-stop does).
+        self._listening: Listening | None = None
         self._transcript_started = False  # transcript-start sent for this request
-        self._turn: asyncio.Task[None] | None = None  # answers the request when the server ends the turn
-        self._turn_over = False  # answered at the end of the turn: its later audio is dropped
-        self._waited = 0.0  # seconds spent waiting for the client's events since the session opened
+        self._waited = 0.0  # seconds spent waiting for the client's events since the request opened
         # Wake word detection: the names of the last detect, until a transcribe; the stream of the audio now.
         self._wake_names: tuple[str, ...] | None = None
         self._wake: WakeStream | None = None
@@ -118,7 +117,7 @@ class WyomingHandler(AsyncEventHandler):
         self._stopping = True
         if self._answering:
             return  # run() closes the connection after this event
-        if self._session is not None or self._in_stream or self._wake is not None:
+        if self._transcribing or self._in_stream or self._wake is not None:
             await self._send_last_error(ShuttingDown("The server is shutting down; try again shortly"))
         self.writer.close()
         self.reader.feed_eof()
@@ -157,7 +156,7 @@ class WyomingHandler(AsyncEventHandler):
                 if event is None or self._stopping:
                     break
                 self.last_event = time.monotonic()
-                if self._session is not None:
+                if self._listening is not None:
                     self._waited += self.last_event - began
                 if self._hung_up:  # closing now would reset the connection and lose the error with it
                     if AudioStop.is_type(event.type) or SynthesizeStop.is_type(event.type):
@@ -184,9 +183,9 @@ class WyomingHandler(AsyncEventHandler):
         """How long the next event may take to start: --idle-timeout, less what an open transcription's audio is
         behind the time spent waiting for it (see the module's docstring)."""
         idle = self.settings.idle_timeout
-        if self._session is None:
+        if self._listening is None or self._listening.over:
             return idle
-        return max(0.0, idle - max(0.0, self._waited - self._session.seconds))
+        return max(0.0, idle - max(0.0, self._waited - self._listening.seconds))
 
     async def _fall_behind(self) -> None:
         """End the open transcription, whose audio fell --idle-timeout behind, as a failed request ends: the
@@ -238,9 +237,14 @@ class WyomingHandler(AsyncEventHandler):
     @property
     def idle(self) -> bool:
         """Waiting for a next request, with none open: a slot that may be given to another address."""
-        answering_turn = self._turn is not None and not self._turn.done()
-        busy = self._answering or answering_turn or self._session or self._in_stream or self._wake or self._hung_up
+        busy = self._answering or self._transcribing or self._in_stream or self._wake or self._hung_up
         return not busy
+
+    @property
+    def _transcribing(self) -> bool:
+        """A transcription is open: its turn is being heard, or answered."""
+        listening = self._listening
+        return listening is not None and (not listening.over or listening.answering)
 
     @property
     def idle_for(self) -> float:
@@ -275,9 +279,7 @@ class WyomingHandler(AsyncEventHandler):
     async def disconnect(self) -> None:
         if self._speaking is not None:
             self._speaking.cancel()
-        if self._turn is not None:
-            self._turn.cancel()
-        self._end_session()
+        self._end_listening()
         self._end_wake()
         for request in self._requests.values():
             request.done("disconnected")  # those already answered are not counted again
@@ -310,7 +312,7 @@ class WyomingHandler(AsyncEventHandler):
         if name in {model.name for model in served.of_kind(ASR)}:
             self.asr_model = name
         elif name in {voice.name for voice in served.voices}:
-            self.voice = name
+            self.voice_name = name
         elif name != PROGRAM_NAME:
             raise UnknownProgram(f"Unknown program {quote(name)} (programs: {PROGRAM_NAME})")
         self._request("select-program").done()
@@ -321,10 +323,10 @@ class WyomingHandler(AsyncEventHandler):
         self._end_wake()
         self._wake_names = None
         await self._settle_turn()
-        self._end_session()
+        self._end_listening()
         if (unfinished := self._requests.pop("transcribe", None)) is not None:
             unfinished.done("cancelled")  # its audio never ended; this request replaces it
-        self._open_session(
+        self._listen(
             AsrRequest(
                 model=_text(request.name, "name") or self.asr_model,
                 language=_text(request.language, "language"),
@@ -341,60 +343,48 @@ class WyomingHandler(AsyncEventHandler):
                 self._open_wake()
             return
         await self._settle_turn()
-        if self._session is None:  # audio without a transcribe event: defaults
-            self._open_session()
+        if self._listening is None:  # audio without a transcribe event: defaults
+            self._listen()
 
     async def _audio_chunk(self, chunk: AudioChunk) -> None:
         if self._wake_names is not None:
             wake = self._wake or self._open_wake()
             await wake.feed(chunk.audio or b"", _audio_format(chunk).validate())
             return
-        if self._turn_over:
-            return  # said after the turn ended: not part of it
-        session = self._session or self._open_session()
-        await session.feed(chunk.audio or b"", _audio_format(chunk).validate())
+        listening = self._listening or self._listen()
+        await listening.feed(chunk.audio or b"", _audio_format(chunk).validate())  # dropped once the turn is over
 
     async def _audio_stop(self, _: AudioStop) -> None:
         if self._wake_names is not None:
             await self._stop_wake()
             return
-        if self._turn_over:  # answered already, at the end of the turn
-            await self._settle_turn()
-            return
         ended = time.perf_counter()
-        if self._turn is not None:  # the client ended the turn first
-            self._turn.cancel()
-            self._turn = None
-        session, self._session = self._session or self._open_session(), None
-        await self._answer(session, ended)
-
-    async def _answer_turn(self, session: AsrSession) -> None:
-        """Answer the request as soon as the session judges the speaker's turn over."""
-
-        async def answer() -> None:
-            await session.turn_end()
-            if self._session is session:  # not replaced or ended meanwhile
-                self._session, self._turn_over = None, True
-                await self._answer(session)
-
-        with suppress(ConnectionError):  # the client left; the connection's reader sees it too
-            await self._answering_errors("transcribe", "the end of a turn", answer)
+        listening = self._listening or self._listen()
+        answer = await listening.commit(ended)  # answered already if the server ended the turn
+        if answer is not None:
+            await asyncio.gather(answer, return_exceptions=True)  # its failure is answered by `_on_turn`
+        self._end_listening()
 
     async def _settle_turn(self) -> None:
-        """Let the answer to a turn that is over go out before the next event of the connection is answered."""
-        if self._turn is not None and self._turn_over:
-            await asyncio.gather(self._turn, return_exceptions=True)
-        self._turn_over = False
+        """Let the answer to a turn the server ended go out before the next event of the connection is answered."""
+        if self._listening is not None and self._listening.over:
+            await self._listening.drain()
+            self._end_listening()
 
-    async def _answer(self, session: AsrSession, ended: float | None = None) -> None:
-        """Send the transcript of everything the session kept; `ended` is when its audio ended, for the metrics."""
-        async with session:
-            transcript = await session.finish(ended)
-        self._request("transcribe").done()
-        await self._start_transcript(transcript.language)
-        await self.write_event(Transcript(text=transcript.text, language=transcript.language).event())
-        if self._streams_transcripts:
-            await self.write_event(TranscriptStop().event())
+    async def _on_turn(self, event: TurnEvent) -> None:
+        """What the core's turn controller says: partial text, the transcript, or why there is none."""
+        if isinstance(event, Partial):
+            await self._send_transcript_chunk(event.text)
+        elif isinstance(event, Final):
+            self._request("transcribe").done()
+            transcript = event.transcript
+            await self._start_transcript(transcript.language)
+            await self.write_event(Transcript(text=transcript.text, language=transcript.language).event())
+            if self._streams_transcripts:
+                await self.write_event(TranscriptStop().event())
+        elif isinstance(event, Failed):
+            self._request("transcribe").failed(event.error)
+            await self._fail(event.error, "transcribe")
 
     def _end_of_turn(self, sensitivity: Any) -> str | None:
         """Who ends the turn: the client's audio-stop with --external-vad, else the server, this soon."""
@@ -404,15 +394,13 @@ class WyomingHandler(AsyncEventHandler):
             sensitivity = sensitivity.value
         return _text(sensitivity, "vad_sensitivity") or self.settings.vad_sensitivity
 
-    def _open_session(self, request: AsrRequest | None = None) -> AsrSession:
-        """A session for `request`, or for the connection's defaults: audio may come without a transcribe event."""
+    def _listen(self, request: AsrRequest | None = None) -> Listening:
+        """One turn for `request`, or for the connection's defaults: audio may come without a transcribe event."""
         self._transcript_started, self._waited = False, 0.0
         self._request("transcribe")  # in progress from its first event
         request = request or AsrRequest(model=self.asr_model, end_of_turn=self._end_of_turn(None))
-        session = self._session = self.core.open_asr(request, frontend="wyoming", on_text=self._send_transcript_chunk)
-        if request.end_of_turn is not None:
-            self._turn = asyncio.create_task(self._answer_turn(session))
-        return session
+        self._listening = self.core.listen(request, frontend="wyoming", on_event=self._on_turn)
+        return self._listening
 
     async def _start_transcript(self, language: str | None) -> None:
         if self._streams_transcripts and not self._transcript_started:
@@ -420,23 +408,20 @@ class WyomingHandler(AsyncEventHandler):
             await self.write_event(TranscriptStart(language=language).event())
 
     async def _send_transcript_chunk(self, text: str) -> None:
-        await self._start_transcript(self._session.options.language if self._session else None)
+        await self._start_transcript(self._listening.decoding.options.language if self._listening else None)
         await self.write_event(TranscriptChunk(text=text).event())
 
-    def _end_session(self) -> None:
-        if self._turn is not None and self._session is not None:  # a turn not over yet: nobody waits for its end
-            self._turn.cancel()
-            self._turn = None
-        if self._session is not None:
-            self._session.close()
-        self._session = None
+    def _end_listening(self) -> None:
+        if self._listening is not None:
+            self._listening.close()
+        self._listening = None
 
     # -- wake words -----------------------------------------------------------
 
     async def _detect(self, detect: Detect) -> None:
         """Listen for these wake words in the audio that follows, until a transcribe; `names` None: the default."""
         await self._settle_turn()
-        self._end_session()
+        self._end_listening()
         self._end_wake()
         self._wake_names = _texts(detect.names, "names")
         await self.core.refresh_wake_words()
@@ -507,8 +492,8 @@ class WyomingHandler(AsyncEventHandler):
         name = _text(voice.name, "voice.name") if voice else None
         language = _text(voice.language, "voice.language") if voice else None
         speaker = _text(voice.speaker, "voice.speaker") if voice else None
-        voice_name = name or (None if language else self.voice)
-        return await self.core.speech_stream(SpeechRequest(voice=voice_name, speaker=speaker, language=language))
+        voice_name = name or (None if language else self.voice_name)
+        return await self.core.speech_stream(SpeechRequest(voice_name=voice_name, speaker=speaker, language=language))
 
     async def _end_stream(self) -> None:
         """Finish the open stream's audio, if any."""
@@ -598,7 +583,7 @@ class WyomingHandler(AsyncEventHandler):
         sends of its request is read and dropped (see HANG_UP_SECONDS)."""
         if not self._hung_up:
             await self._send_last_error(err)
-            self._end_session()
+            self._end_listening()
             self._end_wake()
             with suppress(OSError, RuntimeError):  # the client reads the end of the stream after the error
                 if self.writer.can_write_eof():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from wyoming.info import (
     AsrModel,
     AsrProgram,
@@ -15,9 +17,10 @@ from wyoming.info import (
 )
 
 from .. import PROJECT_URL, __version__
+from .. import served as engines
 from ..core import Core
 from ..languages import spellings
-from ..served import ASR, MICRO_WAKE, WAKE, XTTS
+from ..served import ASR, WAKE, XTTS, Entry
 
 PROGRAM_NAME = "wyoming-wis"  # the name of both programs; select-program accepts it
 WHISPER = Attribution(name="OpenAI", url="https://github.com/openai/whisper")
@@ -26,6 +29,13 @@ COQUI = Attribution(name="Coqui", url="https://github.com/idiap/coqui-ai-TTS")
 US = Attribution(name="wyoming-wis", url=PROJECT_URL)
 MICRO_WAKE_WORD = Attribution(name="Kevin Ahrendt", url="https://github.com/kahrendt/microWakeWord")
 OPEN_WAKE_WORD = Attribution(name="David Scripka", url="https://github.com/dscripka/openWakeWord")
+ATTRIBUTIONS = {
+    engines.WHISPER: WHISPER,
+    engines.PIPER: PIPER,
+    engines.XTTS: COQUI,
+    engines.MICRO_WAKE: MICRO_WAKE_WORD,
+    engines.OPEN_WAKE: OPEN_WAKE_WORD,
+}
 
 
 def build_info(core: Core, external_vad: bool = False, processed_audio: bool = False) -> Info:
@@ -46,61 +56,24 @@ def build_info(core: Core, external_vad: bool = False, processed_audio: bool = F
     (en_US, en-US, en), since it checks a language against this list as written.
     """
     served = core.served()
-    models = [
-        AsrModel(
-            name=model.name,
-            attribution=WHISPER,
-            installed=True,
-            description=model.description,
-            version=model.version,
-            languages=list(model.languages),
-        )
-        for model in served.of_kind(ASR)
-    ]
+    models = [AsrModel(**_artifact(model), languages=list(model.languages)) for model in served.of_kind(ASR)]
     voices = [
         TtsVoice(
-            name=voice.name,
-            attribution=COQUI if voice.engine == XTTS else PIPER,
-            installed=True,
-            description=voice.description,
-            version=voice.version,
+            **_artifact(voice),
             languages=list(dict.fromkeys(tag for code in voice.languages for tag in spellings(code))),
             speakers=[TtsVoiceSpeaker(name=speaker) for speaker in voice.speakers] or None,
         )
         for voice in served.voices
     ]
     wake = [
-        WakeModel(
-            name=model.name,
-            attribution=MICRO_WAKE_WORD if model.engine == MICRO_WAKE else OPEN_WAKE_WORD,
-            installed=True,
-            description=model.description,
-            version=model.version,
-            languages=list(model.languages),
-            phrase=model.phrase,
-        )
+        WakeModel(**_artifact(model), languages=list(model.languages), phrase=model.phrase)
         for model in served.of_kind(WAKE)
     ]
     return Info(
-        wake=[
-            WakeProgram(
-                name=PROGRAM_NAME,
-                attribution=US,
-                installed=True,
-                description="Wake words (microWakeWord and openWakeWord)",
-                version=__version__,
-                models=wake,
-            )
-        ]
-        if wake
-        else [],
+        wake=[WakeProgram(**_program("Wake words (microWakeWord and openWakeWord)"), models=wake)] if wake else [],
         asr=[
             AsrProgram(
-                name=PROGRAM_NAME,
-                attribution=US,
-                installed=True,
-                description="Whisper speech-to-text (faster-whisper)",
-                version=__version__,
+                **_program("Whisper speech-to-text (faster-whisper)"),
                 models=models,
                 supports_transcript_streaming=served.partial_results,
                 requires_external_vad=external_vad,
@@ -110,13 +83,31 @@ def build_info(core: Core, external_vad: bool = False, processed_audio: bool = F
         ],
         tts=[
             TtsProgram(
-                name=PROGRAM_NAME,
-                attribution=US,
-                installed=True,
-                description="Piper and XTTS text-to-speech" if served.uses(XTTS) else "Piper text-to-speech",
-                version=__version__,
+                **_program("Piper and XTTS text-to-speech" if served.uses(XTTS) else "Piper text-to-speech"),
                 voices=voices,
                 supports_synthesize_streaming=True,
             )
         ],
     )
+
+
+def _artifact(entry: Entry) -> dict[str, Any]:
+    """What Wyoming says of every model and voice (its `Artifact` fields): all of ours are installed."""
+    return {
+        "name": entry.name,
+        "attribution": ATTRIBUTIONS[entry.engine],
+        "installed": True,
+        "description": entry.description,
+        "version": entry.version,
+    }
+
+
+def _program(description: str) -> dict[str, Any]:
+    """The `Artifact` fields of each of our programs: one name, ours, at this version."""
+    return {
+        "name": PROGRAM_NAME,
+        "attribution": US,
+        "installed": True,
+        "description": description,
+        "version": __version__,
+    }
