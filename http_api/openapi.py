@@ -25,6 +25,7 @@ from wyoming_wis.values import MAX_SPEED, MIN_SPEED
 
 from . import openai_speech, openai_transcriptions, origin, transcript_formats, willow
 from .fields import MAX_JSON_BYTES
+from .openai_transcriptions import CHUNKING, THRESHOLD, VAD_KEYS, VAD_MS
 from .security import CREDENTIALS, OPEN_RESOURCES, Credentials
 
 OPENAPI_VERSION = "3.0.3"
@@ -147,6 +148,96 @@ ERROR_RESPONSES: dict[int, tuple[str, str, dict[str, Any]]] = {
     503: ("Loading", "The models are still loading; try again after Retry-After", RETRY_AFTER),
 }
 
+# What both uploads take; what transcriptions take besides (OpenAI's translations take neither include[] nor
+# chunking_strategy); and the rules between fields.
+_UPLOAD_FIELDS: dict[str, Any] = {
+    "file": {
+        **BINARY,
+        "description": f"Audio in one of these formats: {FORMATS}; at least {openai_transcriptions.MIN_SECONDS:g} s",
+    },
+    "model": {
+        "type": "string",
+        "default": openai_transcriptions.OPENAI_ASR_MODEL,
+        "description": "A loaded Whisper model",
+    },
+    "language": {**ASR_LANGUAGE, "description": "Detected when absent. " + ASR_LANGUAGE["description"]},
+    "prompt": {"type": "string", "maxLength": MAX_PROMPT_CHARS, "description": "Text as if said just before"},
+    "response_format": {
+        "type": "string",
+        "enum": list(transcript_formats.FORMATS),
+        "default": transcript_formats.DEFAULT,
+    },
+    "temperature": {
+        "type": "number",
+        "minimum": openai_transcriptions.MIN_TEMPERATURE,
+        "maximum": openai_transcriptions.MAX_TEMPERATURE,
+        "default": openai_transcriptions.MIN_TEMPERATURE,
+    },
+    "timestamp_granularities[]": {
+        "type": "array",
+        "items": {"type": "string", "enum": list(openai_transcriptions.GRANULARITIES)},
+        "description": f"Only with response_format {transcript_formats.VERBOSE}",
+    },
+    "stream": {
+        "type": "boolean",
+        "default": False,
+        "description": "Server-Sent Events transcript.text.delta, then transcript.text.done",
+    },
+}
+_TRANSCRIPTION_FIELDS: dict[str, Any] = {
+    "include[]": {
+        "type": "array",
+        "items": {"type": "string", "enum": list(openai_transcriptions.INCLUDE)},
+        "description": "logprobs: each token of the text with the model's log-probability of it, in the "
+        f"reply (response_format {transcript_formats.DEFAULT} only) or in each streamed event",
+    },
+    CHUNKING: {
+        "type": "string",
+        "enum": [openai_transcriptions.AUTO_CHUNKING],
+        "description": f"auto, or a {openai_transcriptions.SERVER_VAD} object as {CHUNKING}[...] fields "
+        "(or as one JSON string): checked, then the server's own VAD cuts the audio at its pauses",
+    },
+    f"{CHUNKING}[type]": {"type": "string", "enum": [openai_transcriptions.SERVER_VAD]},
+    f"{CHUNKING}[threshold]": {"type": "number", "minimum": THRESHOLD[0], "maximum": THRESHOLD[1]},
+    **{f"{CHUNKING}[{key}]": {"type": "integer", "minimum": VAD_MS[0], "maximum": VAD_MS[1]} for key in VAD_KEYS[1:]},
+}
+_TIMES_RULE: dict[str, Any] = {
+    "anyOf": [  # times come only with verbose_json
+        {"not": {"required": ["timestamp_granularities[]"]}},
+        {
+            "required": ["response_format"],
+            "properties": {"response_format": {"enum": [transcript_formats.VERBOSE]}},
+        },
+    ]
+}
+_TRANSCRIPTION_RULES: list[dict[str, Any]] = [
+    {
+        "anyOf": [  # logprobs only with json, the default
+            {"not": {"required": ["include[]"]}},
+            {"properties": {"response_format": {"enum": [transcript_formats.DEFAULT]}}},
+        ]
+    },
+    {
+        "anyOf": [  # a server_vad object has its type
+            {"required": [f"{CHUNKING}[type]"]},
+            {"not": {"anyOf": [{"required": [f"{CHUNKING}[{key}]"]} for key in VAD_KEYS]}},
+        ]
+    },
+    {"not": {"required": [CHUNKING, f"{CHUNKING}[type]"]}},  # auto, or an object: not both
+]
+
+
+def _upload(properties: dict[str, Any], rules: list[dict[str, Any]]) -> dict[str, Any]:
+    """An upload's multipart/form-data fields."""
+    return {
+        "type": "object",
+        "required": ["file"],
+        "additionalProperties": False,  # others are ignored, but only a name a part's header can carry
+        "properties": properties,
+        "allOf": rules,
+    }
+
+
 SCHEMAS: dict[str, Any] = {
     "Error": {
         "type": "object",
@@ -165,53 +256,8 @@ SCHEMAS: dict[str, Any] = {
             }
         },
     },
-    "TranscriptionRequest": {
-        "type": "object",
-        "required": ["file"],
-        "additionalProperties": False,  # others are ignored, but only a name a part's header can carry
-        "properties": {
-            "file": {
-                **BINARY,
-                "description": f"Audio in one of these formats: {FORMATS}; "
-                f"at least {openai_transcriptions.MIN_SECONDS:g} s",
-            },
-            "model": {
-                "type": "string",
-                "default": openai_transcriptions.OPENAI_ASR_MODEL,
-                "description": "A loaded Whisper model",
-            },
-            "language": {**ASR_LANGUAGE, "description": "Detected when absent. " + ASR_LANGUAGE["description"]},
-            "prompt": {"type": "string", "maxLength": MAX_PROMPT_CHARS, "description": "Text as if said just before"},
-            "response_format": {
-                "type": "string",
-                "enum": list(transcript_formats.FORMATS),
-                "default": transcript_formats.DEFAULT,
-            },
-            "temperature": {
-                "type": "number",
-                "minimum": openai_transcriptions.MIN_TEMPERATURE,
-                "maximum": openai_transcriptions.MAX_TEMPERATURE,
-                "default": openai_transcriptions.MIN_TEMPERATURE,
-            },
-            "timestamp_granularities[]": {
-                "type": "array",
-                "items": {"type": "string", "enum": list(openai_transcriptions.GRANULARITIES)},
-                "description": f"Only with response_format {transcript_formats.VERBOSE}",
-            },
-            "stream": {
-                "type": "boolean",
-                "default": False,
-                "description": "Server-Sent Events transcript.text.delta, then transcript.text.done",
-            },
-        },
-        "anyOf": [  # times come only with verbose_json
-            {"not": {"required": ["timestamp_granularities[]"]}},
-            {
-                "required": ["response_format"],
-                "properties": {"response_format": {"enum": [transcript_formats.VERBOSE]}},
-            },
-        ],
-    },
+    "TranscriptionRequest": _upload(_UPLOAD_FIELDS | _TRANSCRIPTION_FIELDS, [_TIMES_RULE, *_TRANSCRIPTION_RULES]),
+    "TranslationRequest": _upload(_UPLOAD_FIELDS, [_TIMES_RULE]),
     "Usage": {
         "type": "object",
         "properties": {"type": {"type": "string", "enum": ["duration"]}, "seconds": {"type": "number"}},
@@ -219,7 +265,23 @@ SCHEMAS: dict[str, Any] = {
     "Transcription": {
         "type": "object",
         "required": ["text"],
-        "properties": {"text": STRING, "usage": _schema("Usage")},
+        "properties": {
+            "text": STRING,
+            "usage": _schema("Usage"),
+            "logprobs": {
+                "type": "array",
+                "description": "With include[]=logprobs: each token of the text",
+                "items": {
+                    "type": "object",
+                    "required": ["token", "bytes", "logprob"],
+                    "properties": {
+                        "token": STRING,
+                        "bytes": {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 255}},
+                        "logprob": {"type": "number", "maximum": 0},
+                    },
+                },
+            },
+        },
     },
     "VerboseTranscription": {
         "type": "object",
@@ -450,6 +512,9 @@ _TRANSCRIPT_RESPONSES: dict[str, Any] = {
 _TRANSCRIPTION_REQUEST = {
     "multipart/form-data": {"schema": _schema("TranscriptionRequest"), "encoding": {"file": {"contentType": AUDIO}}}
 }
+_TRANSLATION_REQUEST = {
+    "multipart/form-data": {"schema": _schema("TranslationRequest"), "encoding": {"file": {"contentType": AUDIO}}}
+}
 
 
 def _decoding_query(language: str) -> list[dict[str, Any]]:
@@ -487,6 +552,13 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
     ("post", "/v1/audio/transcriptions"): {
         "tags": ["OpenAI"],
         "summary": "Transcribe audio",
+        "description": "chunking_strategy (auto, or a server_vad object's threshold, prefix_padding_ms and "
+        "silence_duration_ms) is checked and accepted, but the server's own VAD always cuts long audio at its "
+        "pauses, with the run-up and padding Whisper needs: another threshold or padding would lose words. "
+        "include[]=logprobs adds each token of the text with the model's log-probability of it (given the audio, "
+        "the prompt and the tokens before it) to the json reply, to each transcript.text.delta (its own tokens) and "
+        "to transcript.text.done (all of them); with another response_format it is refused, as OpenAI does. usage "
+        "is the seconds of audio, as whisper-1 reports it.",
         "requestBody": {
             "required": True,
             "content": _TRANSCRIPTION_REQUEST,
@@ -498,7 +570,7 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
         "summary": "Translate speech into English text",
         "requestBody": {
             "required": True,
-            "content": _TRANSCRIPTION_REQUEST,
+            "content": _TRANSLATION_REQUEST,
         },
         "responses": _TRANSCRIPT_RESPONSES,
     },

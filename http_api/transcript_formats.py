@@ -6,7 +6,7 @@ from typing import Any
 
 from aiohttp import web
 
-from wyoming_wis.core import Transcript
+from wyoming_wis.core import TokenLogprob, Transcript
 
 FORMATS = ("json", "text", "srt", "vtt", "verbose_json")
 DEFAULT = "json"
@@ -16,6 +16,11 @@ VERBOSE = "verbose_json"  # the one with segments' measures, and the only one wi
 def usage(transcript: Transcript) -> dict[str, Any]:
     """What whisper-1 reports: the seconds of audio."""
     return {"type": "duration", "seconds": round(transcript.duration, 3)}
+
+
+def token_logprobs(tokens: tuple[TokenLogprob, ...]) -> list[dict[str, Any]]:
+    """Tokens as OpenAI lists them: `token` (text), its `bytes` and its `logprob`."""
+    return [{"token": token.text, "bytes": list(token.token), "logprob": token.logprob} for token in tokens]
 
 
 def verbose(transcript: Transcript, task: str, words: bool) -> dict[str, Any]:
@@ -72,7 +77,9 @@ def vtt(transcript: Transcript) -> str:
     return "WEBVTT\n\n" + cues
 
 
-def response(transcript: Transcript, response_format: str, task: str, words: bool) -> web.Response:
+def response(
+    transcript: Transcript, response_format: str, task: str, words: bool, *, logprobs: bool = False
+) -> web.Response:
     if response_format == "text":
         return web.Response(text=transcript.text + "\n", content_type="text/plain")
     if response_format == "srt":
@@ -81,4 +88,7 @@ def response(transcript: Transcript, response_format: str, task: str, words: boo
         return web.Response(text=vtt(transcript), content_type="text/vtt")
     if response_format == VERBOSE:
         return web.json_response(verbose(transcript, task, words))
-    return web.json_response({"text": transcript.text, "usage": usage(transcript)})
+    body: dict[str, Any] = {"text": transcript.text, "usage": usage(transcript)}
+    if logprobs:
+        body["logprobs"] = token_logprobs(transcript.logprobs)
+    return web.json_response(body)

@@ -18,7 +18,7 @@ from helpers import corpus, load_audio
 
 from wyoming_wis.asr import assemble
 from wyoming_wis.asr.batcher import Batcher
-from wyoming_wis.asr.decoder import Decoded, Job, Options, Word
+from wyoming_wis.asr.decoder import Decoded, Job, Options, TokenLogprob, Word
 from wyoming_wis.audio import AudioFormat, PcmConverter
 from wyoming_wis.catalog import Catalog
 from wyoming_wis.config import Settings
@@ -175,6 +175,37 @@ def test_a_stretch_of_speech_the_words_leave_out_is_found_and_filled() -> None:
     assert assemble.unheard(piece, stretches, quiet) == [stretches[1]]
     again = Decoded("Yes.", "en", words=(Word(1.0, 1.4, " Yes."),))
     assert assemble.filled(piece, quiet, [(stretches[1], again)]).text == quiet.text
+
+
+def _scored(*tokens: str) -> tuple[TokenLogprob, ...]:
+    """Tokens with made-up log-probabilities, each its own (-0.01, -0.02, ...), to tell them apart."""
+    return tuple(TokenLogprob(token.encode(), -(index + 1) / 100) for index, token in enumerate(tokens))
+
+
+def test_a_filled_text_keeps_each_words_tokens_and_the_tokens_of_words_are_found() -> None:
+    """Tokens travel with their words where a left-out stretch is filled in (`filled`), and a transcript finds
+    the tokens of any run of its words (what a streamed delta carries): a word's, or its first letter's,
+    across segments, with multi-byte characters and punctuation in tokens of their own."""
+    rate = 16000
+    piece, stretches = (0, 16 * rate), [(0, 6 * rate), (6 * rate, 10 * rate), (10 * rate, 16 * rate)]
+    words = [(0.2, 0.6, " Turn"), (0.6, 5.0, " on."), (6.1, 10.4, " Café"), (10.4, 11.0, " lock")]
+    tokens = _scored(" Turn", " on", ".", " Caf", "é", " lock")
+    result = Decoded("Turn on. Café lock", "en", words=tuple(Word(*word) for word in words), logprobs=tokens)
+    part = Decoded("Bitte.", "de", logprobs=_scored(" Bit", "te."), words=(Word(0.5, 1.0, " Bitte."),))
+    whole = assemble.filled(piece, result, [(stretches[1], part)])
+    assert whole.text == "Turn on. Bitte. Café lock"
+    assert [[t.text for t in segment.logprobs] for segment in whole.segments] == [
+        [" Turn", " on", "."],
+        [" Bit", "te."],
+        [" Caf", "é", " lock"],
+    ]
+    transcript = assemble.transcript([piece], [whole], 16 * rate, Options("en"))
+    assert b"".join(token.token for token in transcript.logprobs).decode().strip() == transcript.text
+    assert [token.text for token in transcript.logprobs_of(1, 2)] == [" on", ".", " Bit", "te."]
+    assert [token.text for token in transcript.logprobs_of(3, 1)] == [" Caf", "é"]
+    assert transcript.logprobs_of(5, 1) == ()
+    split = [token for word in range(5) for token in transcript.logprobs_of(word, 1)]
+    assert split == list(transcript.logprobs)  # every token in one word's, once
 
 
 def test_a_file_is_replaced_whole_or_left_as_it_was(tmp_path: Path) -> None:

@@ -134,16 +134,64 @@ def test_streamed_transcription_sends_deltas_then_the_whole_text(client: openai.
     assert wer([SHORT_TEXT], [done.text]) < 0.15
 
 
+LONG_CLIPS = [CORPUS / f"LJ001-000{n}.flac" for n in (1, 3, 5, 7)]  # 40 s of speech, with a second between
+
+
+def long_upload() -> tuple[str, bytes]:
+    """The clips of LONG_CLIPS in one WAV file, as the SDK uploads a (name, bytes) pair."""
+    gap = silence(1.0).audio
+    return "long.wav", wav_bytes(Pcm(gap.join(load_audio(clip).audio for clip in LONG_CLIPS), 16000, 2, 1))
+
+
 def test_a_long_upload_streams_its_text_from_the_start(client: openai.OpenAI) -> None:
     """40 s of speech is decoded in pieces from the start, each piece's text sent as soon as it is known."""
-    clips = [CORPUS / f"LJ001-000{n}.flac" for n in (1, 3, 5, 7)]
-    gap = silence(1.0).audio
-    audio = wav_bytes(Pcm(gap.join(load_audio(clip).audio for clip in clips), 16000, 2, 1))
-    events = list(client.audio.transcriptions.create(file=("long.wav", audio), model="whisper-1", stream=True))
+    events = list(client.audio.transcriptions.create(file=long_upload(), model="whisper-1", stream=True))
     deltas, done = [event.delta for event in events[:-1]], events[-1]
     assert len(deltas) >= 2 and "".join(deltas) == done.text, deltas
-    reference = [" ".join(clip.with_suffix(".txt").read_text().strip() for clip in clips)]
+    reference = [" ".join(clip.with_suffix(".txt").read_text().strip() for clip in LONG_CLIPS)]
     assert wer(reference, [deltas[0]]) > 0.4 and wer(reference, [done.text]) < 0.15  # the first is only the start
+
+
+def spelled(logprobs: list) -> str:
+    """The text that tokens spell, from their bytes (the SDK types a json reply's bytes as floats)."""
+    return b"".join(bytes(int(byte) for byte in token.bytes) for token in logprobs).decode()
+
+
+def test_logprobs_are_the_models_for_each_token_of_the_json_text(client: openai.OpenAI) -> None:
+    """include[]=logprobs: every token of the text with its bytes and log-probability, and the same text."""
+    plain, scored = transcribe(client), transcribe(client, include=["logprobs"])
+    assert scored.text == plain.text and scored.usage == plain.usage and plain.logprobs is None
+    tokens = scored.logprobs
+    assert len(tokens) >= len(scored.text.split()) and spelled(tokens).strip() == scored.text
+    assert "".join(token.token for token in tokens).strip() == scored.text
+    assert all(-30 < token.logprob <= 0 for token in tokens), tokens
+    assert len({round(token.logprob, 4) for token in tokens}) > len(tokens) // 2  # each the model's own, not one
+    assert sum(token.logprob for token in tokens) / len(tokens) > -0.5  # clear speech, read as it was said
+    sampled = transcribe(client, include=["logprobs"], temperature=0.4)  # faster-whisper's own pass, scored after
+    assert spelled(sampled.logprobs).strip() == sampled.text and all(t.logprob <= 0 for t in sampled.logprobs)
+
+
+def test_streamed_logprobs_come_with_each_delta_and_all_of_them_when_done(client: openai.OpenAI) -> None:
+    upload = long_upload()
+    events = list(client.audio.transcriptions.create(file=upload, model="whisper-1", stream=True, include=["logprobs"]))
+    deltas, done = events[:-1], events[-1]
+    assert len(deltas) >= 2 and "".join(delta.delta for delta in deltas) == done.text
+    for delta in deltas:  # each delta's tokens spell it
+        assert delta.logprobs and spelled(delta.logprobs).strip() == delta.delta.strip(), delta
+    streamed = [token.model_dump() for delta in deltas for token in delta.logprobs]
+    assert [token.model_dump() for token in done.logprobs] == streamed  # (the SDK types each event's apart)
+    assert all(token.logprob <= 0 for token in done.logprobs)
+    seconds = (len(upload[1]) - 44) / 32000  # 16-bit mono at 16 kHz after the header
+    assert done.usage.type == "duration" and done.usage.model_extra["seconds"] == pytest.approx(seconds, abs=0.01)
+
+
+def test_chunking_strategies_are_accepted_and_the_servers_vad_cuts(client: openai.OpenAI) -> None:
+    """auto and a server_vad object (which the SDK sends as chunking_strategy[...] fields) are checked, then the
+    server cuts at the pauses its own VAD finds: values that would lose words change nothing."""
+    plain = transcribe(client).text
+    assert transcribe(client, chunking_strategy="auto").text == plain
+    harsh = {"type": "server_vad", "threshold": 0.99, "prefix_padding_ms": 0, "silence_duration_ms": 0}
+    assert transcribe(client, chunking_strategy=harsh).text == plain
 
 
 # -- speech ------------------------------------------------------------------------
@@ -252,6 +300,12 @@ def test_speech_errors(client: openai.OpenAI, fields: dict[str, object], status:
         (SHORT, {"response_format": "docx"}, 400, "response_format"),
         (SHORT, {"temperature": 3}, 400, "temperature"),
         (SHORT, {"timestamp_granularities": ["word"]}, 400, "timestamp_granularities[]"),
+        (SHORT, {"include": ["logprobs"], "response_format": "text"}, 400, "include[]"),
+        (SHORT, {"include": ["logprobs"], "response_format": "verbose_json"}, 400, "include[]"),
+        (SHORT, {"chunking_strategy": "manual"}, 400, "chunking_strategy"),
+        (SHORT, {"chunking_strategy": {"type": "semantic_vad"}}, 400, "chunking_strategy[type]"),
+        (SHORT, {"chunking_strategy": {"type": "server_vad", "threshold": 2}}, 400, "chunking_strategy[threshold]"),
+        (SHORT, {"chunking_strategy": {"type": "server_vad", "eagerness": "low"}}, 400, "chunking_strategy"),
     ],
 )
 def test_transcription_errors(client: openai.OpenAI, file: object, fields: dict, status: int, param: str) -> None:

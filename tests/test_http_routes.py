@@ -28,6 +28,9 @@ from wyoming_wis.serve import http_app
 pytestmark = pytest.mark.fast
 
 KEY = "sk-test-routes"
+_THRESHOLD = "chunking_strategy[threshold]"
+_SILENCE = "chunking_strategy[silence_duration_ms]"
+_PADDING = "chunking_strategy[prefix_padding_ms]"
 ORIGIN = "https://app.example"
 
 
@@ -112,6 +115,24 @@ async def test_what_passes_every_check_waits_for_the_models(loading: test_utils.
         ({"timestamp_granularities[]": "word"}, "timestamp_granularities[]"),  # needs verbose_json
         ({"timestamp_granularities[]": "char", "response_format": "verbose_json"}, "timestamp_granularities[]"),
         ({"stream": "perhaps"}, "stream"),
+        ({"include[]": "logprobs", "response_format": "text"}, "include[]"),  # as OpenAI: json only
+        ({"include": "logprobs", "response_format": "verbose_json"}, "include[]"),
+        ({"include[]": "tokens"}, "include[]"),
+        ({"chunking_strategy": "manual"}, "chunking_strategy"),
+        ({"chunking_strategy": "auto", "chunking_strategy[type]": "server_vad"}, "chunking_strategy"),
+        ({"chunking_strategy[type]": "semantic_vad"}, "chunking_strategy[type]"),
+        ({"chunking_strategy[threshold]": "0.5"}, "chunking_strategy[type]"),  # the type is required
+        ({"chunking_strategy[type]": "server_vad", "chunking_strategy[eagerness]": "high"}, "chunking_strategy"),
+        ({"chunking_strategy[type]": "server_vad", "chunking_strategy[": "1"}, "chunking_strategy"),
+        ({"chunking_strategy[type]": "server_vad", "chunking_strategy[threshold]": "1.5"}, _THRESHOLD),
+        ({"chunking_strategy[type]": "server_vad", "chunking_strategy[threshold]": "loud"}, _THRESHOLD),
+        ({"chunking_strategy[type]": "server_vad", "chunking_strategy[silence_duration_ms]": "20.5"}, _SILENCE),
+        ({"chunking_strategy[type]": "server_vad", "chunking_strategy[silence_duration_ms]": "10001"}, _SILENCE),
+        ({"chunking_strategy": '{"type": "server_vad", "prefix_padding_ms": -1}'}, _PADDING),
+        ({"chunking_strategy": '{"type": "server_vad", "threshold": true}'}, _THRESHOLD),
+        ({"chunking_strategy": '{"type": "server_vad", "x": 1}'}, "chunking_strategy"),
+        ({"chunking_strategy": '{"type": "server_vad"'}, "chunking_strategy"),  # not JSON
+        ({"chunking_strategy": '{"type": "server_vad", "pad": "' + "x" * 2000 + '"}'}, "chunking_strategy"),
     ],
 )
 async def test_transcription_fields_are_refused_before_the_models_are_needed(
@@ -119,6 +140,30 @@ async def test_transcription_fields_are_refused_before_the_models_are_needed(
 ) -> None:
     error = await _error(await loading.post("/v1/audio/transcriptions", data=_form(fields)), 400, param)
     assert error["code"] == "invalid_value"
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"chunking_strategy": "auto"},
+        {"chunking_strategy[type]": "server_vad"},
+        {
+            "chunking_strategy[type]": "server_vad",
+            "chunking_strategy[threshold]": "0.7",
+            "chunking_strategy[prefix_padding_ms]": "300",
+            "chunking_strategy[silence_duration_ms]": "200",
+        },
+        {"chunking_strategy": '{"type": "server_vad", "threshold": 0.2, "silence_duration_ms": 500}'},
+        {"include[]": "logprobs"},
+        {"include": "logprobs", "response_format": "json", "stream": "true"},
+    ],
+)
+async def test_chunking_strategies_and_logprobs_pass_every_check(
+    loading: test_utils.TestClient, fields: dict[str, str]
+) -> None:
+    """Well-formed, they meet only the 503 of models still loading."""
+    response = await loading.post("/v1/audio/transcriptions", data=_form({"model": "whisper-1", **fields}))
+    assert (await _error(response, 503))["code"] == "loading"
 
 
 async def test_bodies_that_are_not_what_the_route_takes(loading: test_utils.TestClient) -> None:

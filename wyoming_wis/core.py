@@ -21,7 +21,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from .asr import AsrSession, Bias, Transcript, WhisperEngine
+from .asr import AsrSession, Bias, Delta, TokenLogprob, Transcript, WhisperEngine
 from .asr.decoder import Options
 from .asr.denoise import Suppressor
 from .asr.engine import MAX_PROMPT_CHARS, WHISPER_LANGUAGES
@@ -70,11 +70,13 @@ __all__ = [
     "AsrSession",
     "Core",
     "Decoding",
+    "Delta",
     "Heard",
     "OnHeard",
     "OnText",
     "Piece",
     "SpeechStream",
+    "TokenLogprob",
     "Transcript",
     "TurnEnd",
     "WakeStream",

@@ -35,6 +35,7 @@ class AsrRequest:
     names: tuple[str, ...] = ()  # names the speaker may say (Home Assistant's devices and areas)
     terms: tuple[str, ...] = ()  # words the speaker may say
     words: bool = False  # time every word
+    logprobs: bool = False  # score every token of the text (Transcript.logprobs, and each Delta's)
     temperature: float = 0.0  # above 0: sample at this temperature
     beam_size: int | None = None  # 1 to MAX_BEAM_SIZE
     detect_language: bool = False  # detect even where --language names one (unless `language` is given)

@@ -1,7 +1,7 @@
 """Speech-to-text: Whisper engines and the session every frontend feeds."""
 
-from .decoder import Segment, Word
+from .decoder import Segment, TokenLogprob, Word
 from .engine import Bias, Transcript, WhisperEngine
-from .session import AsrSession
+from .session import AsrSession, Delta
 
-__all__ = ["AsrSession", "Bias", "Segment", "Transcript", "WhisperEngine", "Word"]
+__all__ = ["AsrSession", "Bias", "Delta", "Segment", "TokenLogprob", "Transcript", "WhisperEngine", "Word"]

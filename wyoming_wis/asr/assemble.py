@@ -11,10 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from ..audio import WHISPER_RATE
-from .decoder import Decoded, Options, Segment, Word, compression_ratio, tidy
+from .decoder import Decoded, Logprobs, Options, Segment, TokenLogprob, Word, compression_ratio, tidy
 from .vad import Piece
 
 HEARD_RATE = 0.5  # words a second: a stretch of speech with fewer words in the text than this was left out
+_SPACE = frozenset(b" \t\n\r\x0b\x0c")
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,31 @@ class Transcript:
     def words(self) -> list[Word]:
         """Every word with its time; empty unless the request asked for word times."""
         return [word for segment in self.segments for word in segment.words]
+
+    @property
+    def logprobs(self) -> Logprobs:
+        """Every token of the text with its log-probability; empty unless the request asked for them."""
+        return tuple(logprob for segment in self.segments for logprob in segment.logprobs)
+
+    def logprobs_of(self, first: int, count: int) -> Logprobs:
+        """The tokens of `count` words of the text from its `first`, as `text.split()` counts words: a token
+        belongs to the word its first letter is in (a token of spaces alone, to the word after it)."""
+        chosen: list[TokenLogprob] = []
+        word = -1
+        for segment in self.segments:
+            inside = False  # the text joins segments with a space
+            for logprob in segment.logprobs:
+                owner = None
+                for byte in logprob.token:
+                    if byte in _SPACE:
+                        inside = False
+                    elif not inside:
+                        word, inside = word + 1, True
+                    if owner is None and inside:
+                        owner = word
+                if first <= (word + 1 if owner is None else owner) < first + count:
+                    chosen.append(logprob)
+        return tuple(chosen)
 
 
 def segments(result: Decoded, seconds: float) -> list[Segment]:
@@ -46,6 +72,7 @@ def segments(result: Decoded, seconds: float) -> list[Segment]:
             compression_ratio(result.text),
             result.no_speech_prob,
             words=result.words,
+            logprobs=result.logprobs,
         )
     ]
 
@@ -79,27 +106,50 @@ def filled(piece: Piece, result: Decoded, parts: list[tuple[Piece, Decoded]]) ->
     than half of it) give way to the part's, which were decoded from the same audio.
     """
     seconds = (piece[1] - piece[0]) / WHISPER_RATE
-    words = [word for segment in segments(result, seconds) for word in segment.words]
+    timed = segments(result, seconds)
+    words = [word for segment in timed for word in segment.words]
+    tokens = _tokens_of(words, [logprob for segment in timed for logprob in segment.logprobs])
     out: list[Segment] = []
     at = 0.0
 
     def heard(until: float) -> None:
-        nonlocal words
+        nonlocal words, tokens
         before = [word for word in words if word.start < until]
-        words = words[len(before) :]
+        said = tuple(logprob for word in tokens[: len(before)] for logprob in word)
+        words, tokens = words[len(before) :], tokens[len(before) :]
         if text := "".join(word.word for word in before).strip():
-            timed = tidy([(word.start, word.end, word.word) for word in before], at, until)
-            out.append(Segment(at, until, text, (), result.avg_logprob, compression_ratio(text), words=timed))
+            times = tidy([(word.start, word.end, word.word) for word in before], at, until)
+            segment = Segment(at, until, text, (), result.avg_logprob, compression_ratio(text), words=times)
+            out.append(replace(segment, logprobs=said))
 
     for (start, end), part in parts:
         first, last = (start - piece[0]) / WHISPER_RATE, (end - piece[0]) / WHISPER_RATE
         heard(first)
-        words = [word for word in words if not _said_inside(word, first, last)]
+        kept = [not _said_inside(word, first, last) for word in words]
+        words = [word for word, keep in zip(words, kept, strict=True) if keep]
+        tokens = [word for word, keep in zip(tokens, kept, strict=True) if keep]
         out += [segment.shifted(first) for segment in segments(part, last - first)]
         at = last
     heard(seconds)
     unsettled = result.unsettled or any(part.unsettled for _, part in parts)
     return replace(result, text=" ".join(segment.text for segment in out), segments=out, unsettled=unsettled)
+
+
+def _tokens_of(words: list[Word], logprobs: list[TokenLogprob]) -> list[Logprobs]:
+    """Each word's tokens (none where `logprobs` is empty): a word's text is its tokens' bytes, so tokens are
+    dealt out by length; any left over go with the last word."""
+    dealt: list[Logprobs] = []
+    at = size = end = 0  # tokens dealt, their bytes, and the words' bytes so far
+    for word in words:
+        end += len(word.word.encode())
+        first = at
+        while at < len(logprobs) and size < end:
+            size += len(logprobs[at].token)
+            at += 1
+        dealt.append(tuple(logprobs[first:at]))
+    if dealt and at < len(logprobs):
+        dealt[-1] += tuple(logprobs[at:])
+    return dealt
 
 
 def _said_inside(word: Word, first: float, last: float) -> bool:

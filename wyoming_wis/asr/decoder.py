@@ -22,7 +22,8 @@ in the full one: the two disagree only then, and the full one is what Whisper
 was trained on.
 
 Word times are found for the text already decoded (cross-attention alignment on
-the same encoder output), so asking for them never changes the text.
+the same encoder output), so asking for them never changes the text. So are the
+tokens' log-probabilities, where a request asks for them (`TokenLogprob`).
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ MIN_WORD = 0.02  # seconds: the shortest a timed word may last
 PREPEND_PUNCTUATIONS = "\"'“¿([{-"  # joined to the word after them, as faster-whisper's transcribe() does
 APPEND_PUNCTUATIONS = "\"'.。,，!！?？:：”)]}、"  # joined to the word before them
 _NO_SPEECH = 0.6  # with a low log-probability too, the piece is silence
+_TINY = 1e-45  # a probability that underflowed to 0, as a log-probability: about -103.3
 _REPEATS = (  # a phrase of 3+ words said twice; a word or two said 4 times in a row ("Zone-Zone-Zone-Zone");
     # a sentence said twice ("Done. Done.": base, now and then, for a lone word). Each costs only a full-window
     # decode, where a speaker who did say it twice is heard saying it twice.
@@ -108,6 +110,7 @@ class Options:
     words: bool = False  # time each word (aligned to the text decoded; it does not change the text)
     temperature: float = 0.0  # above 0: sample at this temperature (in the standard pass), no fallback
     beam_size: int | None = None  # None: the decoder's own (engines always give the server's --beam-size)
+    logprobs: bool = False  # score each token of the text decoded (`TokenLogprob`; it does not change the text)
 
     @property
     def final(self) -> bool:
@@ -153,6 +156,24 @@ class Job:
 
 
 @dataclass(frozen=True)
+class TokenLogprob:
+    """One token of a text, and the model's log-probability of it given the audio, the prompt and the tokens
+    before it: scored in one teacher-forced pass of the decoder over the text decoded (CTranslate2's `align`,
+    the pass that times words), on the same encoder output and after the same prompt as the decode, among the
+    text tokens (Whisper's special tokens, the end of text among them, left out of the softmax)."""
+
+    token: bytes  # UTF-8, though a token may hold only part of a character
+    logprob: float  # at most 0
+
+    @property
+    def text(self) -> str:
+        return self.token.decode("utf-8", errors="replace")
+
+
+Logprobs = tuple[TokenLogprob, ...]
+
+
+@dataclass(frozen=True)
 class Word:
     start: float
     end: float
@@ -172,6 +193,7 @@ class Segment:
     no_speech_prob: float = 0.0
     temperature: float = 0.0
     words: tuple[Word, ...] = ()
+    logprobs: Logprobs = ()  # of the text's tokens, if asked for
 
     def shifted(self, seconds: float) -> Segment:
         """The same segment `seconds` later (a piece's times are relative to the piece)."""
@@ -191,6 +213,7 @@ class Decoded:
     no_speech_prob: float = 0.0
     words: tuple[Word, ...] = ()  # of `text`, from the short window, if asked for
     language_probability: float = 1.0  # how sure detection was (1 when the language was given)
+    logprobs: Logprobs = ()  # of `tokens`, if asked for
 
 
 def window_seconds(seconds: float) -> int:
@@ -291,7 +314,60 @@ class Decoder:
                 decoded.append(Decoded(text, language, **scores, language_probability=probability))
         if any(job.align for job in jobs):
             decoded = self._time_words(jobs, encoded, tokenizers, decoded)
+        if any(job.options.logprobs for job in jobs):
+            decoded = self._score_tokens(jobs, encoded, prompts, decoded)
         return decoded
+
+    def _score_tokens(
+        self, jobs: list[Job], encoded: object, prompts: list[list[int]], decoded: list[Decoded]
+    ) -> list[Decoded]:
+        """Score the tokens of the texts decoded in the short window, for the jobs that ask: one pass over the
+        batch for each prompt in it (the decode's own, which `align` ends with <|notimestamps|> itself).
+
+        Pieces decoded again in the full window were scored in that pass.
+        """
+        frames = [len(job.audio) // self.whisper.feature_extractor.hop_length for job in jobs]
+        scored = list(decoded)
+        todo = [
+            index
+            for index, (job, result) in enumerate(zip(jobs, decoded, strict=True))
+            if job.options.logprobs and result.tokens and not result.segments
+        ]
+        for start in dict.fromkeys(tuple(prompts[index][:-1]) for index in todo):
+            group = [index for index in todo if tuple(prompts[index][:-1]) == start]
+            rows = [list(decoded[index].tokens) if index in group else [0] for index in range(len(jobs))]
+            results = self.whisper.model.align(encoded, list(start), rows, frames)
+            for index in group:
+                logprobs = self._logprobs(decoded[index].tokens, results[index].text_token_probs)
+                scored[index] = replace(decoded[index], logprobs=logprobs)
+        return scored
+
+    def _scored_segments(self, job: Job, result: Decoded) -> Decoded:
+        """A full-window pass's segments with their tokens scored, all of them in one pass after the job's prompt
+        (each segment's text after those before it), on the audio encoded again in the full window."""
+        tokenizer = self._tokenizer(job.options.task, result.language)
+        texts = [[token for token in segment.tokens if token < tokenizer.eot] for segment in result.segments]
+        tokens = [token for text in texts for token in text]
+        if not tokens:
+            return result
+        encoded = self.whisper.encode(self._features(job.audio, FULL_WINDOW * WHISPER_RATE)[None])
+        start = self._prompt(job, tokenizer)[:-1]
+        frames = len(job.audio) // self.whisper.feature_extractor.hop_length
+        probabilities = self.whisper.model.align(encoded, start, [tokens], frames)[0].text_token_probs
+        logprobs = self._logprobs(tokens, probabilities)
+        segments, at = [], 0
+        for segment, text in zip(result.segments, texts, strict=True):
+            segments.append(replace(segment, logprobs=logprobs[at : at + len(text)]))
+            at += len(text)
+        return replace(result, segments=segments)
+
+    def _logprobs(self, tokens: Sequence[int], probabilities: Sequence[float]) -> Logprobs:
+        """Each token's bytes with the log of its probability (the smallest float where it is 0)."""
+        vocabulary = self.whisper.hf_tokenizer
+        return tuple(
+            TokenLogprob(_token_bytes(vocabulary.id_to_token(token)), math.log(max(probability, _TINY)))
+            for token, probability in zip(tokens, probabilities, strict=True)
+        )
 
     def _time_words(
         self, jobs: list[Job], encoded: object, tokenizers: list[Tokenizer], decoded: list[Decoded]
@@ -339,11 +415,12 @@ class Decoder:
         while temperatures:
             result = self._standard(job, language, problem, temperatures=temperatures, limit=limit)
             if not _loops(result.text, sum(len(segment.tokens) for segment in result.segments), limit):
-                return result
+                return self._scored_segments(job, result) if job.options.logprobs else result
             tried.append(result)
             used = max((segment.temperature for segment in result.segments), default=temperatures[0])
             temperatures = tuple(temperature for temperature in temperatures if temperature > used)
-        return min(tried, key=lambda result: compression_ratio(result.text))  # the least repetitive
+        result = min(tried, key=lambda result: compression_ratio(result.text))  # the least repetitive
+        return self._scored_segments(job, result) if job.options.logprobs else result
 
     def _standard(
         self, job: Job, language: str | None, problem: str, *, temperatures: tuple[float, ...], limit: int
@@ -436,6 +513,24 @@ def tidy(words: Sequence[tuple[float, float, str]], start: float, end: float) ->
         begins = min(max(word_start, tidy[-1].end if tidy else start), end - MIN_WORD)
         tidy.append(Word(round(begins, 3), round(min(max(word_end, begins + MIN_WORD), end), 3), text))
     return tuple(tidy)
+
+
+def _byte_table() -> dict[str, int]:
+    """The byte each character of a byte-level BPE token stands for (GPT-2's scheme, which Whisper's tokenizer
+    uses): printable Latin-1 bytes stand for themselves, the other bytes for the characters from U+0100 on."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    others = [byte for byte in range(256) if byte not in printable]
+    table = {chr(byte): byte for byte in printable}
+    table.update({chr(256 + index): byte for index, byte in enumerate(others)})
+    return table
+
+
+_BYTES = _byte_table()
+
+
+def _token_bytes(token: str) -> bytes:
+    """A token's bytes, from its name in the vocabulary ("Ġthe": b" the")."""
+    return bytes(_BYTES[char] for char in token)
 
 
 def _max_new_tokens(job: Job) -> int:

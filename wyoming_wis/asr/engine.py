@@ -171,7 +171,15 @@ class WhisperEngine:
         detect = request.detect_language and self.multilingual and not request.language
         code = None if detect else self.language(request.language)
         beam_size = request.beam_size or self.decoder.beam_size
-        return Options(code, task, prompt, words=request.words, temperature=request.temperature, beam_size=beam_size)
+        return Options(
+            code,
+            task,
+            prompt,
+            words=request.words,
+            temperature=request.temperature,
+            beam_size=beam_size,
+            logprobs=request.logprobs,
+        )
 
     @property
     def idle(self) -> bool:

@@ -52,7 +52,7 @@ from .turn import PATIENCE, RECHECK_THRESHOLD, Patience, Reason, TurnEnd, TurnLi
 from .vad import PAD, WINDOW, Piece, SpeechDetector
 
 if TYPE_CHECKING:
-    from .decoder import Decoded, Options
+    from .decoder import Decoded, Logprobs, Options
     from .denoise import Cleaner
     from .engine import Transcript, WhisperEngine
 
@@ -214,7 +214,7 @@ class AsrSession:
         if self._on_text is not None:
             await self._decode_in_order(audio)
         transcript = await self._transcribe(audio)
-        await self._publish(transcript.text, final=True)
+        await self._publish(transcript, final=True)
         transcript = dataclasses.replace(transcript, duration=len(audio) / WHISPER_RATE)
         turn = self._turn.result() if self._kept is not None else None
         if turn is None:
@@ -332,7 +332,7 @@ class AsrSession:
             decoded_at, interval = len(audio), max(MIN_INTERVAL, 2 * elapsed)
             _LOGGER.debug("Decoded %.1f s ahead in %.2f s: %r", len(audio) / WHISPER_RATE, elapsed, transcript.text)
             try:  # at a pause the text is as good as final; mid-speech only words two drafts agree on
-                await self._publish(transcript.text, final=paused)
+                await self._publish(transcript, final=paused)
             except ConnectionError:
                 return
 
@@ -506,7 +506,7 @@ class AsrSession:
             prefix = await self.engine.transcribe_pieces(
                 audio, self._detector, pieces[:end], options=self.options, known=self._known
             )
-            await self._publish(prefix.text, final=True)
+            await self._publish(prefix, final=True)
             todo, group = todo[group:], self.engine.batcher.max_batch
 
     async def _draft(self, audio: np.ndarray) -> Transcript:
@@ -514,9 +514,14 @@ class AsrSession:
         options = dataclasses.replace(self.options, draft=True)
         return await self.engine.transcribe_pieces(audio, self._detector, pieces, options=options, known=self._drafts)
 
-    async def _publish(self, text: str, final: bool) -> None:
-        if self._on_text is not None and (new := self._stable.update(text, final)):
-            await self._on_text(new)
+    async def _publish(self, transcript: Transcript, final: bool) -> None:
+        """Send the stable words of `transcript` not sent yet, with their tokens' log-probabilities if asked."""
+        if self._on_text is None:
+            return
+        sent = self._stable.sent
+        if new := self._stable.update(transcript.text, final):
+            logprobs = transcript.logprobs_of(sent, len(new.split())) if self.options.logprobs else ()
+            await self._on_text(Delta(new, logprobs))
 
     # -- audio buffer ---------------------------------------------------------
 
@@ -594,6 +599,11 @@ class _StableText:
         self._previous: list[str] = []
         self._sent: list[str] = []  # as compared
 
+    @property
+    def sent(self) -> int:
+        """Words sent so far."""
+        return len(self._sent)
+
     def update(self, text: str, final: bool) -> str:
         words = text.split()
         keys = [_key(word) for word in words]
@@ -616,3 +626,15 @@ def _common_prefix(a: list[str], b: list[str]) -> list[str]:
     while n < min(len(a), len(b)) and a[n] == b[n]:
         n += 1
     return a[:n]
+
+
+class Delta(str):
+    """Text an ASR session sends as it is recognised (`on_text`): a str, with the log-probabilities of its
+    tokens (`logprobs`) where the request asked for them."""
+
+    logprobs: Logprobs
+
+    def __new__(cls, text: str, logprobs: Logprobs = ()) -> Delta:
+        delta = super().__new__(cls, text)
+        delta.logprobs = logprobs
+        return delta
