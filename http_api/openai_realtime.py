@@ -37,7 +37,7 @@ import av
 import numpy as np
 from aiohttp import WSMsgType, web
 
-from wyoming_wis.core import Core
+from wyoming_wis.core import Core, Delta, TokenLogprob
 from wyoming_wis.errors import Busy, WisError
 from wyoming_wis.listening import Failed, Final, Listening, Partial, SpeechStarted, TurnEnded, TurnEvent
 from wyoming_wis.shares import Slots
@@ -48,6 +48,7 @@ from .limits import SEND_TIMEOUT
 from .realtime_config import PCM, PCMU, BadEvent, Config
 from .security import subprotocols
 from .state import core_of
+from .transcript_formats import token_logprobs
 
 _LOGGER = logging.getLogger(__name__)
 routes = web.RouteTableDef()
@@ -183,7 +184,7 @@ class RealtimeSession:
         self._bases: dict[int, float] = {}
         self._items: dict[tuple[int, int], str] = {}  # (listening, turn) -> item id
         self._told: set[str] = set()  # items the client has been told of (speech_started or committed)
-        self._held: dict[str, str] = {}  # text of items not told of yet
+        self._held: dict[str, list[str]] = {}  # text of items not told of yet, as it came
         self._last_item: str | None = None  # the last committed item
         self._retiring: dict[Listening, asyncio.Task[None]] = {}  # of an earlier configuration, finishing turns
         self._warned = False  # the client's first mistake has been logged as a warning
@@ -321,7 +322,7 @@ class RealtimeSession:
             if item in self._told:
                 await self._delta(item, event.text)
             else:
-                self._held[item] = self._held.get(item, "") + event.text
+                self._held.setdefault(item, []).append(event.text)
         elif isinstance(event, TurnEnded):
             if event.by == "server":
                 end = round((base + event.end) * 1000)
@@ -329,7 +330,7 @@ class RealtimeSession:
             previous, self._last_item = self._last_item, item
             await self._send({"type": "input_audio_buffer.committed", "previous_item_id": previous, "item_id": item})
             self._told.add(item)
-            if held := self._held.pop(item, ""):
+            for held in self._held.pop(item, []):
                 await self._delta(item, held)
         else:
             self._items.pop(key, None)
@@ -341,26 +342,19 @@ class RealtimeSession:
                 await self._failed(item, event.error)
 
     async def _delta(self, item: str, text: str) -> None:
-        await self._send(
-            {
-                "type": "conversation.item.input_audio_transcription.delta",
-                "item_id": item,
-                "content_index": 0,
-                "delta": text,
-            }
-        )
+        delta = {"type": "conversation.item.input_audio_transcription.delta", "item_id": item, "content_index": 0}
+        await self._send(delta | {"delta": text} | self._logprobs(text.logprobs if isinstance(text, Delta) else ()))
 
     async def _completed(self, item: str, final: Final) -> None:
         transcript = final.transcript
-        await self._send(
-            {
-                "type": "conversation.item.input_audio_transcription.completed",
-                "item_id": item,
-                "content_index": 0,
-                "transcript": transcript.text,
-                "usage": {"type": "duration", "seconds": round(transcript.duration, 3)},
-            }
-        )
+        completed = {"type": "conversation.item.input_audio_transcription.completed", "item_id": item}
+        usage = {"type": "duration", "seconds": round(transcript.duration, 3)}
+        answer = {"content_index": 0, "transcript": transcript.text, "usage": usage}
+        await self._send(completed | answer | self._logprobs(transcript.logprobs))
+
+    def _logprobs(self, tokens: tuple[TokenLogprob, ...]) -> dict[str, Any]:
+        """The tokens' log-probabilities, where the session's `include` asks for them."""
+        return {"logprobs": token_logprobs(tokens)} if self.config.logprobs else {}
 
     async def _failed(self, item: str, err: WisError) -> None:
         failed = "conversation.item.input_audio_transcription.failed"

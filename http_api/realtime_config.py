@@ -89,6 +89,7 @@ class Config:
             prompt=self.prompt,
             end_of_turn=None if detection is None else detection.sensitivity,
             max_silence=None if detection is None else detection.max_silence,
+            logprobs=self.logprobs,
         )
 
     def updated(self, session: Any, beta: bool) -> Config:

@@ -87,9 +87,9 @@ GA_MANUAL = {"type": TRANSCRIPTION, "audio": {"input": {"format": {"type": "audi
 async def test_manual_commit_transcribes_the_buffer(realtime: Server) -> None:
     pcm, text = clip("LJ001-0001")
     async with connect(realtime) as connection:
-        await connection.session.update(session=GA_MANUAL)
+        await connection.session.update(session=GA_MANUAL | {"include": ["item.input_audio_transcription.logprobs"]})
         updated = (await events_until(connection, "session.updated"))[-1]
-        assert updated.session.audio.input.turn_detection is None
+        assert updated.session.audio.input.turn_detection is None and updated.session.include
         assert updated.session.audio.input.transcription.language == "en"
         await send(connection, pcm.audio, paced=False)
         await connection.input_audio_buffer.commit()
@@ -99,6 +99,9 @@ async def test_manual_commit_transcribes_the_buffer(realtime: Server) -> None:
     assert completed.item_id == committed.item_id
     assert wer([text], [completed.transcript]) < 0.15
     assert completed.usage.type == "duration" and abs(completed.usage.seconds - len(pcm.audio) / 2 / RATE) < 0.2
+    tokens = completed.logprobs  # each token of the transcript, with the model's log-probability of it
+    assert "".join(token.token for token in tokens).strip() == completed.transcript.strip()
+    assert all(token.logprob <= 0 for token in tokens) and len({token.logprob for token in tokens}) > 1
     assert not any(event.type == "input_audio_buffer.speech_started" for event in events)  # no VAD: no speech events
 
 
