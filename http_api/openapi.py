@@ -653,9 +653,8 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
                             "session": {**STRING, "description": "The session as JSON, as session.update sends it"},
                         },
                     },
-                    "encoding": {"sdp": {"contentType": "application/sdp"}, "session": {"contentType": JSON}},
-                },
-                "application/sdp": {"schema": STRING},
+                    "encoding": {"session": {"contentType": JSON}},  # sdp: text (the SDK sends application/sdp)
+                },  # or a raw application/sdp body (the description says so): no fuzzer writes SDP
             },
         },
         "responses": {
