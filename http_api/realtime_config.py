@@ -90,6 +90,7 @@ class Config:
             end_of_turn=None if detection is None else detection.sensitivity,
             max_silence=None if detection is None else detection.max_silence,
             logprobs=self.logprobs,
+            drafts=True,  # deltas while the speaker talks: what a live caption shows
         )
 
     def updated(self, session: Any, beta: bool) -> Config:

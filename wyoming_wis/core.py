@@ -261,6 +261,7 @@ class Core:
             on_text=on_text if asr.partial_results else None,
             end_of_turn=request.end_of_turn,
             max_silence=request.max_silence,
+            drafts=request.drafts,
             limits=TurnLimits(max_speech=asr.max_turn_seconds, no_speech=asr.no_speech_seconds),
             turn_model=None if self.turn is None else self.turn.complete,
             cleaner=None if self.suppressor is None else self.suppressor.stream(self.budget.hold()),

@@ -41,6 +41,7 @@ class AsrRequest:
     detect_language: bool = False  # detect even where --language names one (unless `language` is given)
     end_of_turn: str | None = None  # one of SENSITIVITIES: the server ends the turn; None: the client's audio end does
     max_silence: float | None = None  # with end_of_turn: seconds of silence that end any turn, if sooner than its own
+    drafts: bool = False  # with end_of_turn: partial text while the speaker talks too (captions), not only at pauses
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -83,6 +83,7 @@ class AsrSession:
         on_text: OnText | None = None,
         end_of_turn: str | None = None,
         max_silence: float | None = None,
+        drafts: bool = False,
         limits: TurnLimits | None = None,
         turn_model: TurnModel | None = None,
         cleaner: Cleaner | None = None,
@@ -92,7 +93,8 @@ class AsrSession:
         `frontend` labels the transcript in the metrics. `hold` is the session's share of the memory budget: the
         audio buffer is counted in it before it grows, and given back by `close`. With `end_of_turn` (a
         sensitivity) the session ends the turn itself, within `limits`, asking `turn_model` when there is one, and
-        on `max_silence` seconds of silence if that is sooner than the sensitivity's own.
+        on `max_silence` seconds of silence if that is sooner than the sensitivity's own; with `drafts` it decodes
+        drafts while the speaker talks there too (otherwise only at pauses: the model stays free for them).
         `cleaner` cleans the audio as it comes, in its own threads; the session closes it.
         """
         self.engine = engine
@@ -120,6 +122,7 @@ class AsrSession:
         self._patience = _patience(end_of_turn, max_silence)
         self._speech: asyncio.Future[int] = asyncio.get_running_loop().create_future()  # where speech began
         self._vad_step = TURN_VAD_STEP if end_of_turn else VAD_STEP
+        self._speaking_drafts = drafts or not end_of_turn  # drafts while the speaker talks
         self._limits = limits or TurnLimits(max_speech=max_seconds, no_speech=max_seconds)
         self._turn_model = turn_model
         self._turn: asyncio.Future[TurnEnd] = asyncio.get_running_loop().create_future()
@@ -284,6 +287,10 @@ class AsrSession:
     async def _follow(self) -> None:
         try:
             await self._follow_audio()
+        except Exception as err:  # a bug: logged; a turn the server ends fails with it (its frontend says so)
+            _LOGGER.exception("Error following the audio")
+            if not self._turn.done():
+                self._turn.set_exception(err)
         finally:  # a judgement in flight lands first: its decode is the transcript `finish` needs
             if self._judging is not None:
                 await asyncio.gather(self._judging, return_exceptions=True)
@@ -453,7 +460,7 @@ class AsrSession:
             return False  # (a judgement's decode is the pause's: `_ahead` takes it once it lands)
         if samples - speech_end >= PAD:  # a pause: decode it once, exactly as the end would
             return decoded_at < speech_end + PAD
-        if samples - speech_end >= QUIET or self._patience is not None:
+        if samples - speech_end >= QUIET or not self._speaking_drafts:
             return False  # maybe the end, or a turn the session judges itself: keep the model free for the pause
         return samples - decoded_at >= interval * WHISPER_RATE
 
