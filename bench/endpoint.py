@@ -816,14 +816,24 @@ def print_report(document: dict, out: Path) -> None:
 # -- main -----------------------------------------------------------------------------------
 
 
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="A few clips per kind and one group: a smoke run")
+def add_corpus_args(parser: argparse.ArgumentParser, quick: str) -> None:
+    """The corpus's and the server's flags, shared with bench/realtime.py; `settle_corpus_args` after parsing."""
+    parser.add_argument("--quick", action="store_true", help=quick)
     parser.add_argument("--share", type=float, default=1.0, help="Stream this share of each kind's clips. Default: 1")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--threads", type=int, default=2, help="CPU threads per server (--cpu-threads). Default: 2")
     parser.add_argument("--beam-size", type=int, default=5)
     parser.add_argument("--compute-type", help="CTranslate2 compute type. Default: int8 on cpu, float16 on cuda")
+
+
+def settle_corpus_args(args: argparse.Namespace) -> None:
+    args.compute_type = args.compute_type or ("float16" if args.device == "cuda" else "int8")
+    args.data_dir = CACHE / "data"  # where our server joins the bundled model; the peers and the corpus use it
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_corpus_args(parser, "A few clips per kind and one group: a smoke run")
     parser.add_argument("--groups", type=int, default=4, help="Groups per number of satellites at once. Default: 4")
     parser.add_argument("--timeout", type=float, default=60, help="Seconds to wait for a transcript after audio-stop")
     rooms = {condition.name: condition for condition in CONDITIONS}
@@ -839,8 +849,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     check_common_args(parser, args, "endpoint", PHASES)
     if "concurrency" in args.phases and not {"ours", "ha-ours"} & set(args.phases):
         parser.error("concurrency compares with ours or ha-ours alone: choose one of them too")
-    args.compute_type = args.compute_type or ("float16" if args.device == "cuda" else "int8")
-    args.data_dir = CACHE / "data"  # where our server joins the bundled model; the peers and the corpus use it
+    settle_corpus_args(args)
     args.room = rooms[args.room] if args.room else None
     if args.quick:
         args.groups = 1

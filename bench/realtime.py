@@ -75,18 +75,19 @@ from common import (  # noqa: E402
     silence,
 )
 from endpoint import (  # noqa: E402
-    CACHE,
     KINDS,
     TAIL_SECONDS,
     Bench,
     Clip,
     System,
     Turn,
+    add_corpus_args,
     alone_phase,
     build_corpus,
     corpus_folder,
     next_speech,
     pick,
+    settle_corpus_args,
     start_servers,
     stream_turn,
     warm_up,
@@ -522,12 +523,7 @@ def print_report(document: dict, out: Path) -> None:
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="A few clips of each kind (10): a smoke run")
-    parser.add_argument("--share", type=float, default=1.0, help="Stream this share of each kind's clips. Default: 1")
-    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    parser.add_argument("--threads", type=int, default=2, help="CPU threads of the server (--cpu-threads). Default: 2")
-    parser.add_argument("--beam-size", type=int, default=5)
-    parser.add_argument("--compute-type", help="CTranslate2 compute type. Default: int8 on cpu, float16 on cuda")
+    add_corpus_args(parser, "A few clips of each kind (10): a smoke run")
     parser.add_argument("--timeout", type=float, default=60, help="Seconds a turn may take in all. Default: 60")
     parser.add_argument(
         "--report", type=Path, metavar="JSON", help="Run nothing: print the report of a saved run again, re-summarised"
@@ -535,8 +531,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     add_common_args(parser, "realtime", PHASES)
     args = parser.parse_args(argv)
     check_common_args(parser, args, "realtime", PHASES)
-    args.compute_type = args.compute_type or ("float16" if args.device == "cuda" else "int8")
-    args.data_dir = CACHE / "data"  # as bench/endpoint.py: the corpus and the server's models
+    settle_corpus_args(args)
     return args
 
 

@@ -12,7 +12,7 @@ from wyoming_wis.values import quote
 
 from .errors import ApiError
 from .openai_speech import OPENAI_TTS_MODELS
-from .openai_transcriptions import OPENAI_ASR_MODEL
+from .openai_transcriptions import OPENAI_ASR_MODELS
 from .state import core_of
 
 routes = web.RouteTableDef()
@@ -22,7 +22,7 @@ OWNER = "wyoming-wis"
 def _model_ids(core: Core) -> list[str]:
     """Our Whisper models and XTTS models (Piper models are voices), then the OpenAI names that map onto them."""
     ours = [model.name for model in core.served().models if model.engine in (WHISPER, XTTS)]
-    return [*ours, OPENAI_ASR_MODEL, *OPENAI_TTS_MODELS]
+    return [*ours, *OPENAI_ASR_MODELS, *OPENAI_TTS_MODELS]
 
 
 def _model(model_id: str) -> dict[str, Any]:

@@ -32,7 +32,8 @@ from .uploads import decode_upload
 
 routes = web.RouteTableDef()
 
-OPENAI_ASR_MODEL = "whisper-1"  # means our default model
+OPENAI_ASR_MODEL = "whisper-1"  # means our default model; so do OpenAI's other transcription models:
+OPENAI_ASR_MODELS = (OPENAI_ASR_MODEL, "gpt-4o-transcribe", "gpt-4o-mini-transcribe", "gpt-realtime-whisper")
 GRANULARITIES = ("segment", "word")
 MIN_SECONDS = 0.1  # OpenAI's own minimum
 MIN_TEMPERATURE, MAX_TEMPERATURE = 0.0, 1.0  # OpenAI's range; the lowest, no sampling, unless asked
@@ -53,6 +54,11 @@ async def transcriptions(request: web.Request) -> web.StreamResponse:
 @routes.post("/v1/audio/translations")
 async def translations(request: web.Request) -> web.StreamResponse:
     return await _transcribe(request, "translate")
+
+
+def our_model(name: str | None) -> str | None:
+    """The Whisper model a client's `model` names: None (the default) for OpenAI's names."""
+    return None if name is None or name in OPENAI_ASR_MODELS else name
 
 
 async def _transcribe(request: web.Request, task: str) -> web.StreamResponse:
@@ -86,7 +92,7 @@ async def _transcribe(request: web.Request, task: str) -> web.StreamResponse:
         await events.send(event)
 
     asked = AsrRequest(
-        model=None if model in (None, OPENAI_ASR_MODEL) else model,
+        model=our_model(model),
         language=fields.text(form.get("language"), "language"),
         task=task,
         prompt=fields.text(form.get("prompt"), "prompt"),

@@ -18,14 +18,12 @@ from wyoming_wis.core import MAX_PROMPT_CHARS
 from wyoming_wis.requests import MAX_SILENCE, MIN_SILENCE, SENSITIVITIES, AsrRequest
 from wyoming_wis.values import quote
 
-from .openai_transcriptions import OPENAI_ASR_MODEL
+from .openai_transcriptions import OPENAI_ASR_MODEL, our_model
 
 PCM, PCMU, PCMA = "audio/pcm", "audio/pcmu", "audio/pcma"
 PCM_RATE = 24000  # OpenAI's only PCM rate; other rates from 8 to 48 kHz are taken too
 G711_RATE = 8000
 BETA_FORMATS = {"pcm16": PCM, "g711_ulaw": PCMU, "g711_alaw": PCMA}
-# OpenAI's transcription models: each means this server's default Whisper model
-OPENAI_MODELS = (OPENAI_ASR_MODEL, "gpt-4o-transcribe", "gpt-4o-mini-transcribe", "gpt-realtime-whisper")
 LOGPROBS = "item.input_audio_transcription.logprobs"
 NOISE_REDUCTIONS = ("near_field", "far_field")
 # semantic_vad's eagerness, as this server's sensitivities: how soon a turn judged on its words ends
@@ -84,7 +82,7 @@ class Config:
         """What each turn asks of the core."""
         detection = self.turn_detection
         return AsrRequest(
-            model=None if self.model in OPENAI_MODELS else self.model,
+            model=our_model(self.model),
             language=self.language,
             prompt=self.prompt,
             end_of_turn=None if detection is None else detection.sensitivity,

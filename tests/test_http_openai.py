@@ -57,6 +57,13 @@ def test_json_is_the_text_and_the_seconds_of_audio(client: openai.OpenAI) -> Non
     assert result.usage.type == "duration" and result.usage.seconds == pytest.approx(5.14, abs=0.05)
 
 
+def test_openais_transcription_models_mean_the_default_one(client: openai.OpenAI) -> None:
+    """gpt-4o-transcribe and the rest, as the Realtime API takes them; listed in /v1/models."""
+    result = transcribe(client, model="gpt-4o-mini-transcribe")
+    assert wer([SHORT_TEXT], [result.text]) < 0.15, result.text
+    assert {"whisper-1", "gpt-4o-transcribe", "gpt-realtime-whisper"} <= {model.id for model in client.models.list()}
+
+
 def test_text_srt_and_vtt_are_plain_bodies(client: openai.OpenAI) -> None:
     text = transcribe(client, response_format="text")
     assert isinstance(text, str) and wer([SHORT_TEXT], [text]) < 0.15, text
