@@ -7,11 +7,11 @@ the script that keeps the API key and shows the server's errors, and `/rtc` is o
 that calls `POST /api/rtc/asr` and the OpenAI routes, as any other web client would (and `/realtime` one that
 opens the WebSocket `/v1/realtime?intent=transcription`). The `rtc` package stays the WebRTC backend alone.
 
-The pages share one header (`static/header.html`: the name, the links between pages, the API key
-form), put in place of their `<!-- header -->` line when the module loads, with the page's own link
-marked; the same <head> (`static/head.html`, for `<!-- head -->`: the character set, viewport, icon and
-stylesheet); and those that connect, the log and footer (`static/log.html`, for `<!-- log -->`). Each page is
-then served from memory, with an ETag so that a browser revalidates it cheaply.
+A page is its content (the sections of its <main>, `static/index.html` for /) and a row of `PAGES`: its title,
+its script, the state its script keeps on <body> and whether it shows the connection log (`static/log.html`).
+`static/layout.html` frames every page alike (the <head>, the header with the links between pages and the API key
+form, the footer); it and the content are put together when the module loads, with the page's own link marked,
+and each page is then served from memory with an ETag, so that a browser revalidates it cheaply.
 
 The pages hold no data, so they are open without credentials like /api/docs (see
 `security.OPEN_RESOURCES`): a browser cannot send a key when it opens a page; the page
@@ -23,6 +23,7 @@ load nothing from anywhere else.
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from pathlib import Path
 
 from aiohttp import web
@@ -33,15 +34,32 @@ from .errors import ApiError
 
 routes = web.RouteTableDef()
 STATIC = Path(__file__).with_name("static")
-PAGES = {"/": "index.html", "/rtc": "rtc.html", "/realtime": "realtime.html"}
-HEAD = "head.html"  # what every page's <head> holds besides its title and script: parts, not files of their own
-HEADER = "header.html"  # of every page
-LOG = "log.html"  # the connection log and the footer of the pages that connect (/rtc, /realtime)
-PARTS = {"  <!-- head -->\n": HEAD, "  <!-- log -->\n": LOG}  # put in where a page has the line
+LAYOUT = "layout.html"  # every page's frame: a part, not a file of its own
+LOG = "log.html"  # the connection log of the pages that connect (/rtc, /realtime)
+
+
+@dataclass(frozen=True)
+class Page:
+    """What the layout needs to frame a page's content."""
+
+    content: str  # the file in static/ with the sections of its <main>
+    title: str
+    script: str  # its module in static/
+    state: str = ""  # the <body> attribute its script keeps, with its first value: tests and styles wait on it
+    log: bool = False  # the connection log after its sections
+
+
+PAGES = {
+    "/": Page("index.html", "wyoming-wis console", "console.js"),
+    "/rtc": Page("rtc.html", "wyoming-wis: press to talk", "rtc.js", 'data-rtc="idle"', log=True),
+    "/realtime": Page(
+        "realtime.html", "wyoming-wis: realtime transcription", "realtime.js", 'data-realtime="idle"', log=True
+    ),
+}
 ASSETS = frozenset(
     path.name
     for path in STATIC.iterdir()
-    if path.is_file() and path.name not in {*PAGES.values(), HEADER, *PARTS.values()}
+    if path.is_file() and path.name not in {LAYOUT, LOG, *(page.content for page in PAGES.values())}
 )
 # The pages' own origin only. media-src blob: plays synthesised speech fetched by the page;
 # WebRTC's media is not governed by CSP, and its signalling is a fetch to this server. connect-src 'self' covers
@@ -85,15 +103,22 @@ MEDIA_TYPES = {
 
 
 def _page(path: str) -> tuple[bytes, str]:
-    """The page at `path` with the shared header in place, its own link marked; and its ETag."""
-    header, page = (STATIC / HEADER).read_text(), (STATIC / PAGES[path]).read_text()
+    """The page at `path` in the layout, its own link marked; and its ETag."""
+    page, layout = PAGES[path], (STATIC / LAYOUT).read_text()
     own = f'<a href="{"./" if path == "/" else path.lstrip("/")}">'
-    if own not in header or "  <!-- header -->\n" not in page:
-        raise RuntimeError(f"{PAGES[path]} or {HEADER} lacks its part: the package is damaged")
-    header = header.replace(own, own[:-1] + ' aria-current="page">', 1)
-    for line, part in PARTS.items():
-        page = page.replace(line, (STATIC / part).read_text(), 1)
-    body = page.replace("  <!-- header -->\n", header, 1).encode()
+    content = (STATIC / page.content).read_text() + ((STATIC / LOG).read_text() if page.log else "")
+    parts = {
+        own: own[:-1] + ' aria-current="page">',
+        "<!-- title -->": page.title,
+        "<!-- script -->": page.script,
+        "<!-- state -->": f" {page.state}" if page.state else "",
+        "<!-- main -->\n": content,
+    }
+    for mark, part in parts.items():
+        if layout.count(mark) != 1:
+            raise RuntimeError(f"{LAYOUT} lacks {mark!r} or has it twice: the package is damaged")
+        layout = layout.replace(mark, part)
+    body = layout.encode()
     return body, hashlib.sha256(body).hexdigest()[:32]
 
 

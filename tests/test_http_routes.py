@@ -328,7 +328,7 @@ def test_the_http_api_alone_has_no_signalling() -> None:
     assert mounted - paths == {"/api/rtc/asr", "/v1/realtime/calls", "/v1/realtime/calls/{call_id}/hangup"}
 
 
-@pytest.mark.parametrize(("path", "own"), [("/", "./"), ("/rtc", "rtc")])
+@pytest.mark.parametrize(("path", "own"), [("/", "./"), ("/rtc", "rtc"), ("/realtime", "realtime")])
 async def test_a_page_has_the_shared_header_and_is_revalidated(
     loading: test_utils.TestClient, path: str, own: str
 ) -> None:
@@ -336,10 +336,10 @@ async def test_a_page_has_the_shared_header_and_is_revalidated(
     page = await loading.get(path)
     text = await page.text()
     assert page.status == 200 and page.headers["Content-Type"].startswith("text/html"), text
-    assert "<!-- header -->" not in text and text.count("<header>") == 1 and 'id="key-form"' in text
+    assert "<!--" not in text and text.count("<header>") == 1 == text.count("<main>") and 'id="key-form"' in text
     assert re.findall(r'<a href="([^"]*)" aria-current="page">', text) == [own]
     again = await loading.get(path, headers={"If-None-Match": page.headers["ETag"]})
     assert again.status == 304 and again.headers["ETag"] == page.headers["ETag"]
     assert "default-src 'self'" in again.headers["Content-Security-Policy"]
     assert (await loading.get(path, headers={"If-None-Match": '"stale"'})).status == 200
-    assert (await loading.get("/static/header.html")).status == 404  # a part of the pages, not a file to fetch
+    assert (await loading.get("/static/layout.html")).status == 404  # a part of the pages, not a file to fetch
