@@ -8,16 +8,16 @@ machine's noise:
   Realtime server_vad     the official openai SDK (`client.realtime.connect(extra_query={"intent":
                           "transcription"})`), `session.update` with OpenAI's default server_vad (threshold 0.5,
                           prefix_padding_ms 300, silence_duration_ms 500); the clip at 24 kHz, PCM16, appended in
-                          100 ms chunks at real-time pace, then silence
+                          100 ms chunks (--append-ms) at real-time pace, then silence
   Realtime semantic_vad   the same with semantic_vad, eagerness auto (our default sensitivity)
   Wyoming (default)       our Wyoming path on the same audio at 16 kHz in 10 ms chunks, the server ending the turn
                           on its default sensitivity: bench/endpoint.py's "ours (default)"
 
-    .venv/bin/python bench/realtime.py [--quick | --share S] [--only server-vad,semantic-vad,wyoming]
+    .venv/bin/python bench/realtime.py [--quick | --share S] [--only server-vad,semantic-vad,wyoming] [--append-ms MS]
 
-The clock: the Realtime client sends each 100 ms chunk when its last sample has been "recorded", so a sample is
-sent up to 100 ms after it was spoken; the times run from the moment the chunk holding the sample was sent
-(Wyoming's 10 ms chunks: to within 10 ms of it). Per clip:
+The clock: the Realtime client sends each chunk (100 ms, or --append-ms) when its last sample has been
+"recorded", so a sample is sent up to a chunk after it was spoken; the times run from the moment the chunk holding
+the sample was sent (Wyoming's 10 ms chunks: to within 10 ms of it). Per clip:
 
   last word -> completed   the last speech sample sent -> `...input_audio_transcription.completed` of the turn
                            that holds it (Wyoming: -> `transcript`)
@@ -94,7 +94,7 @@ from endpoint import (  # noqa: E402
 )
 
 REALTIME_RATE = 24000  # OpenAI's PCM rate
-CHUNK_SECONDS = 0.1  # each append: 100 ms, as OpenAI's guides send
+APPEND_MS = 100  # each append by default: 100 ms, as OpenAI's guides send (the SDK's own microphone example: 20)
 GRACE_SECONDS = 2.0  # after the streamed silence ran out, how long to wait for the last `completed`
 SERVER_VAD = {"type": "server_vad", "threshold": 0.5, "prefix_padding_ms": 300, "silence_duration_ms": 500}
 SEMANTIC_VAD = {"type": "semantic_vad", "eagerness": "auto"}
@@ -189,16 +189,17 @@ def session_config(system: RealtimeSystem) -> dict:
 
 
 async def realtime_turn(
-    system: RealtimeSystem, http_port: int, clip: Clip, pcm: Pcm, speech_start: float, timeout: float
+    system: RealtimeSystem, bench: RealtimeBench, clip: Clip, pcm: Pcm, speech_start: float
 ) -> RealtimeTurn:
     """Stream `pcm` (the clip and the silence after it; its speech from `speech_start` s) through the official
-    SDK at real-time pace, 100 ms an append, until the `completed` of the turn that holds the last speech sample
-    (or the audio and GRACE_SECONDS ran out); then close."""
+    SDK at real-time pace, `bench.append_s` an append, until the `completed` of the turn that holds the last
+    speech sample (or the audio and GRACE_SECONDS ran out); then close."""
     turn = RealtimeTurn(system.label, clip.name, clip.kind, "alone", clip.text)
-    turn.last_sent_s = sent_at(clip.last_speech_s, CHUNK_SECONDS, end=True)
-    turn.speech_sent_s = sent_at(speech_start, CHUNK_SECONDS, end=False)
+    chunk, timeout, http_port = bench.append_s, bench.timeout, bench.http_port
+    turn.last_sent_s = sent_at(clip.last_speech_s, chunk, end=True)
+    turn.speech_sent_s = sent_at(speech_start, chunk, end=False)
     audio = to_realtime(pcm)
-    step = int(CHUNK_SECONDS * REALTIME_RATE) * 2
+    step = round(chunk * REALTIME_RATE) * 2
     events: list[tuple[float, Any]] = []
     committed: dict[str, float] = {}  # item -> when its turn ended
     finished = asyncio.Event()
@@ -232,7 +233,7 @@ async def realtime_turn(
             start = time.perf_counter()
             reader = asyncio.create_task(read(conn))
             for index, offset in enumerate(range(0, len(audio), step)):
-                await asyncio.sleep(max(0.0, start + (index + 1) * CHUNK_SECONDS - time.perf_counter()))
+                await asyncio.sleep(max(0.0, start + (index + 1) * chunk - time.perf_counter()))
                 if finished.is_set():
                     break
                 await conn.input_audio_buffer.append(audio=base64.b64encode(audio[offset : offset + step]).decode())
@@ -314,6 +315,7 @@ class RealtimeBench(Bench):
 
     http_port: int = 0
     server_log: ServerLog | None = None
+    append_s: float = APPEND_MS / 1000  # the Realtime client's chunk
 
     async def turn(self, system: System, clip: Clip, phase: str, delay: float = 0.0) -> Turn:
         assert isinstance(system, RealtimeSystem)
@@ -328,7 +330,7 @@ class RealtimeBench(Bench):
             turn.last_sent_s = clip.last_speech_s
             turn.speech_sent_s = speech_start
         else:
-            turn = await realtime_turn(system, self.http_port, clip, audio, speech_start, self.timeout)
+            turn = await realtime_turn(system, self, clip, audio, speech_start)
         if self.server_log is not None:
             judge_log(turn, clip, self.server_log.take())
         return turn
@@ -458,7 +460,8 @@ def print_report(document: dict, out: Path) -> None:
     )
     print(
         f"Corpus: {len(document['corpus'])} clips of bench/endpoint.py's, each followed by up to {TAIL_SECONDS:g} s "
-        "of silence; Realtime: 24 kHz PCM16, 100 ms appends, Wyoming: 16 kHz, 10 ms chunks; real-time pace; "
+        f"of silence; Realtime: 24 kHz PCM16, {settings.get('append_ms', APPEND_MS)} ms appends, "
+        "Wyoming: 16 kHz, 10 ms chunks; real-time pace; "
         "the systems asked in turn clip by clip\n"
     )
     print("## Last speech sample sent -> transcript (`completed` / `transcript`)\n")
@@ -526,12 +529,21 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     add_corpus_args(parser, "A few clips of each kind (10): a smoke run")
     parser.add_argument("--timeout", type=float, default=60, help="Seconds a turn may take in all. Default: 60")
     parser.add_argument(
+        "--append-ms",
+        type=int,
+        default=APPEND_MS,
+        metavar="MS",
+        help=f"Audio in each Realtime append. Default: {APPEND_MS}",
+    )
+    parser.add_argument(
         "--report", type=Path, metavar="JSON", help="Run nothing: print the report of a saved run again, re-summarised"
     )
     add_common_args(parser, "realtime", PHASES)
     args = parser.parse_args(argv)
     check_common_args(parser, args, "realtime", PHASES)
     settle_corpus_args(args)
+    if not 10 <= args.append_ms <= 1000:
+        parser.error("--append-ms: from 10 to 1000")
     return args
 
 
@@ -546,6 +558,7 @@ async def run(args: argparse.Namespace, stack: ExitStack) -> dict:
     http_port = int(argv[argv.index("--http-port") + 1])
     versions["openai"] = dist_version("openai")  # the SDK the Realtime systems connect with
     bench = RealtimeBench(ports, corpus_folder(), TAIL_SECONDS, {}, args.timeout, http_port, ServerLog(servers[0]))
+    bench.append_s = args.append_ms / 1000
     await warm_up(bench, [WYOMING], clips[0])
     for system in systems:  # the first Realtime session (the SDK's imports, the route) kept out of the numbers
         if system.detection is not None:
@@ -583,7 +596,7 @@ def main() -> None:
     if args.report:
         report_again(args.report)
         return
-    keys = ("device", "threads", "beam_size", "compute_type", "share", "quick")
+    keys = ("device", "threads", "beam_size", "compute_type", "share", "quick", "append_ms")
     settings = {key: getattr(args, key) for key in keys} | {"phases": args.phases}
     run_and_record(lambda stack: run(args, stack), settings, args.out, print_report)
 

@@ -28,6 +28,10 @@ def test_a_sample_is_sent_with_the_append_that_holds_it() -> None:
     assert realtime.sent_at(2.43, 0.1, end=True) == pytest.approx(2.5)
     assert realtime.sent_at(2.4, 0.1, end=True) == pytest.approx(2.4)  # speech ending at 2.4 s: in the 2.3-2.4 append
     assert realtime.sent_at(0.3, 0.1, end=False) == pytest.approx(0.4)  # the sample at 0.3 s opens the 0.3-0.4 append
+    assert realtime.sent_at(2.43, 0.02, end=True) == pytest.approx(2.44)  # --append-ms 20, the SDK example's
+    assert realtime.parse_args(["--append-ms", "20"]).append_ms == 20
+    with pytest.raises(SystemExit):
+        realtime.parse_args(["--append-ms", "5"])
     assert realtime.sent_at(0.3, 0.01, end=True) == pytest.approx(0.3)
 
 
