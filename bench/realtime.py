@@ -477,8 +477,9 @@ def print_report(document: dict, out: Path) -> None:
             f"| {within} | {fmt_s(row['first_delta_median_s'])} | {fmt_s(row['delta_after_word_median_s'])} "
             f"| {row['cuts']} | {row['no_transcript']} | {row['wer']:.1%} | {all_turns} |"
         )
-    print("\n## Realtime / Wyoming\n")
-    print("| kind | system | median ratio | p90 ratio |\n|---|---|--:|--:|")
+    if document["ratios"]:  # none where Wyoming or every Realtime system was left out (--only)
+        print("\n## Realtime / Wyoming\n")
+        print("| kind | system | median ratio | p90 ratio |\n|---|---|--:|--:|")
     for row in document["ratios"]:
         show = [("-" if v is None else f"{v:.2f}") for v in (row["median_ratio"], row["p90_ratio"])]
         print(f"| {row['kind']} | {row['system']} | {show[0]} | {show[1]} |")

@@ -546,7 +546,7 @@ def test_the_realtime_page_shows_each_turn_as_it_is_spoken(context: Browsing, tm
     assert partial and sum(word in spoken for word in partial) * 2 >= len(partial), partial
     page.screenshot(path=tmp_path / "realtime.png", full_page=True)
 
-    # What went over the socket: a transcription session as the page's choices say, then 100 ms appends.
+    # What went over the socket: a transcription session as the page's choices say, then 20 ms appends.
     update = sent[0]
     assert update["type"] == "session.update", update
     assert update["session"] == {
@@ -560,7 +560,7 @@ def test_the_realtime_page_shows_each_turn_as_it_is_spoken(context: Browsing, tm
         },
     }
     appends = [event for event in sent if event["type"] == "input_audio_buffer.append"]
-    assert len(appends) > 10 and all(len(base64.b64decode(event["audio"])) == 4800 for event in appends)
+    assert len(appends) > 50 and all(len(base64.b64decode(event["audio"])) == 960 for event in appends)  # 24 kHz PCM16
     kinds = [event["type"] for event in received]
     assert kinds[:2] == ["session.created", "session.updated"] and "error" not in kinds, kinds
     completed = [event for event in received if event["type"].endswith("transcription.completed")]

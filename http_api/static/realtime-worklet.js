@@ -1,10 +1,11 @@
 // The AudioWorklet of /realtime: the microphone as 16-bit PCM at 24 kHz (OpenAI's Realtime rate), posted to the
-// page 100 ms at a time (an ArrayBuffer of little-endian Int16 samples, as every browser's platform orders them).
+// page 20 ms at a time (an ArrayBuffer of little-endian Int16 samples, as every browser's platform orders them).
 // The page's AudioContext runs at 24 kHz where the browser allows it, and the browser resamples the microphone;
 // where it runs at another rate, the samples are resampled here, linearly (no low-pass: speech has little above
 // 12 kHz, and Whisper hears only up to 8).
 const RATE = 24000;
-const CHUNK = RATE / 10;
+// 20 ms, as the openai SDK's microphone example sends: the server hears a pause end up to 80 ms sooner than in 100 ms
+const CHUNK = RATE / 50;
 
 class Pcm24k extends AudioWorkletProcessor {
   constructor() {

@@ -2,7 +2,7 @@
 // /v1/realtime?intent=transcription, and each turn's text comes back while it is spoken.
 //
 // The page sends session.update (a transcription session: 24 kHz PCM, the Whisper model and language, server_vad
-// or semantic_vad), then input_audio_buffer.append events of 100 ms of base64 PCM each, made by an AudioWorklet
+// or semantic_vad), then input_audio_buffer.append events of 20 ms of base64 PCM each, made by an AudioWorklet
 // (realtime-worklet.js). The server ends each turn at a pause and sends speech_started, transcription deltas while
 // the speaker talks, speech_stopped, committed, then completed (or failed): each turn is a line keyed by its
 // item_id, its deltas greyed until the completed transcript replaces them. A browser's WebSocket cannot send an
@@ -110,7 +110,7 @@ function session() {
 
 // -- the microphone --------------------------------------------------------------
 
-/** The microphone into an AudioWorklet that posts 100 ms of 24 kHz PCM at a time to `append`. */
+/** The microphone into an AudioWorklet that posts 20 ms of 24 kHz PCM at a time to `append`. */
 async function startAudio(track, append) {
   // A context at 24 kHz has the browser resample; one that cannot take another rate's microphone (older Firefox)
   // is replaced by one at the default rate, and the worklet resamples.
