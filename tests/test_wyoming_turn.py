@@ -317,15 +317,16 @@ async def test_external_vad_leaves_the_end_to_the_client(server: Server, data_di
         assert result.sent_audio_stop, result  # the server waited for it
         assert same_words(result.text, await heard_whole(running, speech)), result
 
-        paused = await paused_after(server, "Turn on the living room light.", "room", pause=1.0)
+        paused = await paused_after(server, "Turn on the living room light.", "on", pause=1.0)
         async with running.client() as external, server.client() as ours:
             theirs = (await transcribe(external, paused, language="en")).data["text"]
             heard = (await transcribe(ours, paused, name="tiny.en", language="en")).data["text"]
-        # a word after the pause in both, and the same words up to it (tiny.en hears "light" as it may: "like",
-        # "bye", and one server "White." where the other "Like" in a clean CI run: a last word decoded again at a
-        # temperature is sampled; and it may drop "Turn" at the start, in both servers alike)
+        # words well after the pause in both, and the same words up to them. Not the last word: tiny.en hears
+        # "light" as it may ("like", "bye", "White." in one server where the other wrote "Like", or not at all in
+        # both, in clean CI runs: a last word decoded again at a temperature is sampled); and it may drop "Turn" at
+        # the start, in both servers alike.
         said, told = normalise(heard).split(), normalise(theirs).split()
-        assert "room" in said[:-1] and "room" in told[:-1], (heard, theirs)
+        assert "room" in said and "room" in told, (heard, theirs)
         assert said[: said.index("room")] == told[: told.index("room")], (heard, theirs)
     finally:
         assert running.stop() == 0, running.log
