@@ -22,6 +22,8 @@ from helpers import CORPUS, Pcm, Server, assert_stops_cleanly, load_audio, norma
 from openai import AsyncOpenAI
 from test_wyoming_turn import paused_after
 
+from http_api.openai_realtime import INLINE_AUDIO_CHARS
+
 RATE = 24000
 CHUNK = 4800  # bytes: 100 ms of 24 kHz 16-bit mono
 TRANSCRIPTION = "transcription"
@@ -63,12 +65,12 @@ def clip(name: str) -> tuple[Pcm, str]:
     return load_audio(path, rate=RATE), path.with_suffix(".txt").read_text().strip()
 
 
-async def send(connection: Any, audio: bytes, paced: bool) -> None:
+async def send(connection: Any, audio: bytes, paced: bool, chunk: int = CHUNK) -> None:
     started = time.perf_counter()
-    for offset in range(0, len(audio), CHUNK):
-        await connection.input_audio_buffer.append(audio=base64.b64encode(audio[offset : offset + CHUNK]).decode())
+    for offset in range(0, len(audio), chunk):
+        await connection.input_audio_buffer.append(audio=base64.b64encode(audio[offset : offset + chunk]).decode())
         if paced:
-            await asyncio.sleep(max(0.0, started + (offset + CHUNK) / (2 * RATE) - time.perf_counter()))
+            await asyncio.sleep(max(0.0, started + (offset + chunk) / (2 * RATE) - time.perf_counter()))
 
 
 async def events_until(connection: Any, kind: str, count: int = 1, timeout: float = 60) -> list[Any]:
@@ -91,7 +93,9 @@ async def test_manual_commit_transcribes_the_buffer(realtime: Server) -> None:
         updated = (await events_until(connection, "session.updated"))[-1]
         assert updated.session.audio.input.turn_detection is None and updated.session.include
         assert updated.session.audio.input.transcription.language == "en"
-        await send(connection, pcm.audio, paced=False)
+        big = 2 * RATE * 2  # 2 s appends: over the most decoded on the event loop, so in a worker thread
+        assert len(base64.b64encode(bytes(big))) > INLINE_AUDIO_CHARS
+        await send(connection, pcm.audio, paced=False, chunk=big)
         await connection.input_audio_buffer.commit()
         events = await events_until(connection, "conversation.item.input_audio_transcription.completed")
     committed = next(event for event in events if event.type == "input_audio_buffer.committed")
