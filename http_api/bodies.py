@@ -8,6 +8,12 @@ part with the charset the part names (punycode is quadratic: 1 MiB held the even
 a 500) and undoes a part's Content-Encoding (gzip: a decompression bomb) and Content-Transfer-Encoding. Here a part
 that declares an encoding is refused, a text part is UTF-8 of at most MAX_TEXT_BYTES, the parts are counted, and a
 file part is spooled to a temporary file that is closed, and so deleted, when the request ends.
+
+A form costs what it holds, not what each part declares: every byte of it (text, and files in memory or on disk) is
+counted in the client's share of the memory budget as it arrives, before it is stored, and given back when the
+request ends. At most FORM_MEMORY_BYTES of a whole form is in memory at once; its files go to disk past that. 96
+uploads of 24 file parts of 1 MiB each, never ended, once held 2.6 GB in memory outside the budget: aiohttp kept up
+to 1 MiB of every part.
 """
 
 from __future__ import annotations
@@ -24,17 +30,21 @@ from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.streams import StreamReader
 from multidict import MultiDict, MultiDictProxy
 
+from wyoming_wis.budget import Hold
 from wyoming_wis.values import QUOTE_CHARS, quote
 
 from .errors import ApiError, bad_field
+from .state import LOADED, core_of
 
 MAX_TEXT_BYTES = 64 * 1024  # of one text field: the longest we take, speech's `input`, is 4096 characters (16 KiB)
 MAX_PARTS = 64  # fields and files in one form: OpenAI's transcription form has about a dozen
 TEXT_CHARSETS = frozenset({"utf-8", "us-ascii"})  # what a text part may declare; both are read as UTF-8
 PLAIN_TRANSFERS = frozenset({"7bit", "8bit", "binary"})  # Content-Transfer-Encodings that leave the bytes as sent
-SPOOL_BYTES = 1024 * 1024  # of a file part kept in memory before it goes to disk (aiohttp's own figure)
+FORM_MEMORY_BYTES = 1024 * 1024  # of a whole form held in memory at once (aiohttp's figure, for each file part)
 CHUNK_BYTES = 64 * 1024  # read from the body at a time
-_FILES = web.RequestKey("wis_temporary_files", ExitStack)  # the request's temporary files, closed at its end
+_HELD = web.RequestKey("wis_held", ExitStack)  # the request's temporary files and its share of the budget
+_HOLD = web.RequestKey("wis_hold", Hold)  # the request's share of the memory budget, once it holds anything
+_Spool = SpooledTemporaryFile[bytes]  # a file part
 
 
 @dataclass(frozen=True)
@@ -55,30 +65,34 @@ class Limit:
 
 
 def setup(app: web.Application) -> None:
-    app.middlewares.append(_temporary_files)
+    app.middlewares.append(_held)
 
 
 async def read(request: web.Request, limit: Limit) -> bytes:
-    """The whole body; 413 for one over the limit, said or found while it arrives."""
+    """The whole body; 413 for one over the limit, said or found while it arrives; 429 (busy) past the client's
+    share of the memory budget (counted once the models have loaded: before, the limit alone bounds it)."""
     limit.check_declared(request)
+    held = hold(request) if request.app[LOADED].core is not None else None
     body, data = _Capped(request.content, limit), bytearray()
     while chunk := await body.read(CHUNK_BYTES):
+        if held is not None:
+            count(held, len(chunk))
         data += chunk
     return bytes(data)
 
 
 async def read_form(request: web.Request, limit: Limit) -> MultiDictProxy[str | web.FileField]:
     """A multipart/form-data body: text fields as str, files as web.FileField; 413 for a body over the limit, 400 for
-    a malformed one or a part this server does not take."""
+    a malformed one or a part this server does not take, 429 (busy) past the client's share of the memory budget."""
     limit.check_declared(request)
-    files: ExitStack = request[_FILES]
     form: MultiDict[str | web.FileField] = MultiDict()
+    held = _Form(request)
     try:
         reader = MultipartReader(request.headers, _Capped(request.content, limit))
         while (part := await reader.next()) is not None:
             if len(form) == MAX_PARTS:
                 raise ApiError(400, f"A form may have at most {MAX_PARTS} parts", None, "bad_multipart")
-            name, value = await _field(part, files)
+            name, value = await _field(part, held)
             form.add(name, value)
     # RuntimeError: a `_charset_` part longer than any charset's name
     except (ValueError, RuntimeError, HttpProcessingError) as err:
@@ -87,7 +101,20 @@ async def read_form(request: web.Request, limit: Limit) -> MultiDictProxy[str | 
     return MultiDictProxy(form)
 
 
-async def _field(part: MultipartReader | BodyPartReader, files: ExitStack) -> tuple[str, str | web.FileField]:
+def hold(request: web.Request) -> Hold:
+    """The request's share of the memory budget (one for all it holds: its form, a copy of an upload), given back
+    when the request ends; 503 while the models, and the budget with them, still load."""
+    if (held := request.get(_HOLD)) is None:
+        held = request[_HOLD] = request[_HELD].enter_context(core_of(request).budget.hold())
+    return held
+
+
+def count(held: Hold, size: int) -> None:
+    """Hold `size` bytes more, before they are stored; Busy (429) past the client's share of the budget."""
+    held.set(held.size + size)
+
+
+async def _field(part: MultipartReader | BodyPartReader, held: _Form) -> tuple[str, str | web.FileField]:
     """One part: a file if it has a file name, text if not."""
     if not isinstance(part, BodyPartReader):
         raise ApiError(400, "A form part may not itself be multipart", None, "bad_multipart")
@@ -100,37 +127,91 @@ async def _field(part: MultipartReader | BodyPartReader, files: ExitStack) -> tu
         encoding = part.headers.get(hdrs.CONTENT_ENCODING, transfer)
         raise bad_field(param, f"Form field {quote(name)} is encoded ({quote(encoding)}); send it as it is")
     if part.filename:
-        return name, await _spooled(part, name, files)
-    return name, await _text(part, name, param)
+        return name, await _spooled(part, name, held)
+    return name, await _text(part, name, param, held)
 
 
-async def _text(part: BodyPartReader, name: str, param: str) -> str:
+async def _text(part: BodyPartReader, name: str, param: str, held: _Form) -> str:
     charset = part.get_charset("utf-8")  # the part's own, or the form's `_charset_`
     if charset.lower() not in TEXT_CHARSETS:
         raise bad_field(param, f"Form field {quote(name)} is in charset {quote(charset)}; send UTF-8")
     data = bytearray()
     while chunk := await part.read_chunk(CHUNK_BYTES):
-        data += chunk
-        if len(data) > MAX_TEXT_BYTES:
+        if len(data) + len(chunk) > MAX_TEXT_BYTES:
             raise bad_field(param, f"Form field {quote(name)} is over {MAX_TEXT_BYTES} bytes")
+        await held.text(len(chunk))
+        data += chunk
     try:
         return data.decode()
     except UnicodeDecodeError:
         raise bad_field(param, f"Form field {quote(name)} is not UTF-8 text") from None
 
 
-async def _spooled(part: BodyPartReader, name: str, files: ExitStack) -> web.FileField:
-    """The file in memory while it is small, on disk past SPOOL_BYTES (written from a thread), open until the
-    request ends. The default executor, not the codec threads: a write never waits behind a decode."""
-    spool = files.enter_context(SpooledTemporaryFile(SPOOL_BYTES))
+async def _spooled(part: BodyPartReader, name: str, held: _Form) -> web.FileField:
+    """The file in memory while the form has room there, on disk past it, open until the request ends."""
+    spool = held.spool()
     while chunk := await part.read_chunk(CHUNK_BYTES):
-        if spool.tell() + len(chunk) > SPOOL_BYTES:  # on disk, or going there with this write
-            await asyncio.to_thread(spool.write, chunk)
-        else:
-            spool.write(chunk)
+        await held.write(spool, chunk)
     spool.seek(0)
     content_type = part.headers.get(hdrs.CONTENT_TYPE, "application/octet-stream")
     return web.FileField(name, part.filename, spool, content_type, part.headers)
+
+
+class _Form:
+    """What one form holds: every byte counted in the request's share of the memory budget before it is stored, at
+    most FORM_MEMORY_BYTES of them in memory (text fields, and files until they go to disk), temporary files closed
+    when the request ends. Disk writes go through the default executor, not the codec threads: a write never waits
+    behind a decode."""
+
+    def __init__(self, request: web.Request) -> None:
+        self._request = request
+        # While the models load there is no budget yet: a form may then take no more than memory (`_to_disk`).
+        self._hold = hold(request) if request.app[LOADED].core is not None else None
+        self._in_memory = 0  # bytes of the form in memory
+        self._kept: dict[_Spool, int] = {}  # its files still in memory, and their sizes
+
+    def spool(self) -> _Spool:
+        """A new file, in memory until `write` moves it to disk (never by itself: its max_size is 0)."""
+        spool: _Spool = self._request[_HELD].enter_context(SpooledTemporaryFile())
+        self._kept[spool] = 0
+        return spool
+
+    async def write(self, spool: _Spool, chunk: bytes) -> None:
+        """A chunk of `spool`'s file: in memory while the form has room there, else on disk, the file with it."""
+        kept = spool in self._kept and self._in_memory + len(chunk) <= FORM_MEMORY_BYTES
+        if not kept:
+            await self._to_disk(spool)
+        self._count(len(chunk))
+        if kept:
+            spool.write(chunk)
+            self._kept[spool] += len(chunk)
+            self._in_memory += len(chunk)
+        else:
+            await asyncio.to_thread(spool.write, chunk)
+
+    async def text(self, size: int) -> None:
+        """Room in memory for `size` bytes more of a text field: the form's files go to disk first; 413 where its
+        text alone would pass FORM_MEMORY_BYTES."""
+        self._count(size)
+        while self._in_memory + size > FORM_MEMORY_BYTES and self._kept:
+            await self._to_disk(next(iter(self._kept)))
+        if self._in_memory + size > FORM_MEMORY_BYTES:
+            message = f"A form's text fields may be at most {FORM_MEMORY_BYTES} bytes in all"
+            raise ApiError(413, message, None, "request_entity_too_large")
+        self._in_memory += size
+
+    def _count(self, size: int) -> None:
+        if self._hold is not None:
+            count(self._hold, size)
+
+    async def _to_disk(self, spool: _Spool) -> None:
+        """Move a file of the form from memory to disk, if it is not there yet."""
+        if spool not in self._kept:
+            return
+        if self._hold is None:  # no budget to count the disk in while the models load: 503 (loaded now: counted)
+            self._hold = hold(self._request)
+        await asyncio.to_thread(spool.rollover)
+        self._in_memory -= self._kept.pop(spool)
 
 
 class _Capped:
@@ -157,10 +238,11 @@ class _Capped:
 
 
 @web.middleware
-async def _temporary_files(
+async def _held(
     request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
 ) -> web.StreamResponse:
-    """The request owns its temporary files: they are closed when its handler returns, whatever happened."""
-    with ExitStack() as files:
-        request[_FILES] = files
+    """The request owns its temporary files and its share of the memory budget: the files are closed, then the
+    share given back, when its handler returns, whatever happened."""
+    with ExitStack() as held:
+        request[_HELD] = held
         return await handler(request)

@@ -29,6 +29,7 @@ from .errors import ApiError, bad_field
 from .operations import started
 from .sse import EventStream
 from .state import core_of, in_thread
+from .uploads import read_upload
 
 _LOGGER = logging.getLogger(__name__)
 routes = web.RouteTableDef()
@@ -131,7 +132,7 @@ async def _reference(request: web.Request, form: Mapping[str, Any]) -> bytes:
         raise bad_field(
             "reference_audio", "multipart speech needs 'reference_audio': a recording of the voice, as a file"
         )
-    return await in_thread(request, upload.file.read)
+    return await read_upload(request, upload.file)
 
 
 async def _encoded(

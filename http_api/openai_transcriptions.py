@@ -75,7 +75,7 @@ async def _transcribe(request: web.Request, task: str) -> web.StreamResponse:
     granularities = form.getall("timestamp_granularities[]", []) + form.getall("timestamp_granularities", [])
     for granularity in granularities:
         if granularity not in GRANULARITIES:
-            raise bad_field("timestamp_granularities[]", f"must be segment or word; got {granularity!r}")
+            raise bad_field("timestamp_granularities[]", f"must be segment or word; got {quote(granularity)}")
     if granularities and response_format != transcript_formats.VERBOSE:
         raise bad_field("timestamp_granularities[]", "timestamp_granularities[] needs response_format verbose_json")
     words = "word" in granularities

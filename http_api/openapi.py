@@ -622,8 +622,9 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
         ".speech_stopped, .committed and .cleared, conversation.item.input_audio_transcription.delta, .completed "
         "and .failed, and error (code, param, the client's event_id). With server_vad or semantic_vad the server "
         "ends each turn on what was said; with turn_detection null the client's commit does. 400 without "
-        "intent=transcription or without the upgrade; 429 at --realtime-max-sessions (or half of them from one "
-        "address).",
+        "intent=transcription or without the upgrade; 429 at --realtime-max-sessions where no session is idle or "
+        "held by an address holding two more. A client event is at most 64 KiB of JSON (an append's audio aside) "
+        "in a frame of at most 1 MiB; audio is read at most twice real time past a 10 s burst.",
         "parameters": [_query("intent", "transcription: the only kind of session served", STRING, required=True)],
         "responses": {
             "101": {"description": "Switching protocols: the session's events follow on the WebSocket"},
@@ -639,7 +640,8 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
         "transcription, applied before any audio), or the offer alone as an application/sdp body. The track's audio "
         "is transcribed; the events of /v1/realtime (but for input_audio_buffer.append) go both ways on oai-events, "
         "session.created first. The call counts among the WebRTC connections (--rtc-max-sessions, shared with "
-        "/api/rtc/asr): 429 when they are all open, or half of them from one address; 503 also when --rtc-ports "
+        "/api/rtc/asr): 429 when they are all open and none is idle or held by an address holding two more; 503 "
+        "also when --rtc-ports "
         "has no free port.",
         "requestBody": {
             "required": True,

@@ -41,6 +41,7 @@ from .limits import PATIENCE
 from .openai_speech import MAX_INPUT, send_speech
 from .openai_transcriptions import feed_file
 from .state import core_of, in_thread
+from .uploads import read_upload
 
 _LOGGER = logging.getLogger(__name__)
 routes = web.RouteTableDef()
@@ -142,7 +143,7 @@ async def clone(request: web.Request) -> web.Response:
         raise bad_field("speaker", "'speaker' is required: the name of the new voice")
     core = core_of(request)
     upload = _upload((await fields.read_form(request)).get("audio_file"))
-    info = await core.clone_voice(name, await in_thread(request, upload.file.read))
+    info = await core.clone_voice(name, await read_upload(request, upload.file))
     return web.json_response({"status": f"Added speaker '{name}'", "voice": info})
 
 

@@ -52,6 +52,7 @@ import asyncio
 import dataclasses
 import itertools
 import logging
+import math
 import time
 from collections.abc import Callable, Coroutine, Iterator
 from concurrent.futures import Executor
@@ -59,7 +60,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import av
-from aiortc import MediaStreamTrack, RTCDataChannel, RTCPeerConnection, RTCSessionDescription, sdp
+from aiortc import MediaStreamTrack, RTCDataChannel, RTCPeerConnection, RTCSessionDescription
 from aiortc.exceptions import InvalidStateError
 from aiortc.mediastreams import MediaStreamError
 from aiortc.rtcrtpreceiver import RTCRtpReceiver
@@ -77,6 +78,7 @@ from wyoming_wis.values import quote
 
 from . import ice, messages, sctp
 from .messages import NOT_STARTED, BadMessage, Params
+from .offers import NO_AUDIO, NO_CHANNEL, BadOffer
 from .track import Listener
 
 _LOGGER = logging.getLogger(__name__)
@@ -84,48 +86,6 @@ _IDS = itertools.count(1)
 CLOSING_STATES = ("failed", "closed")
 CONNECT_TIMEOUT = 30.0  # seconds from the answer for the browser to connect: an offer alone cannot hold a place
 CLOSE_TIMEOUT = 5.0  # seconds for each step of closing: aiortc says goodbye (DTLS, SCTP) without waiting for replies
-MAX_SECTIONS = 4  # media sections in an offer; a browser's has two (the microphone, the data channel)
-SENDING = ("sendrecv", "sendonly")  # an offer's audio directions that send the microphone
-NO_AUDIO = "The offer has no audio track: add the microphone's track before making the offer"
-NO_CHANNEL = 'The offer has no data channel: create one (e.g. "chat") before making the offer'
-
-
-class BadOffer(Exception):
-    """An offer this server cannot answer (unreadable, no audio, no data channel)."""
-
-
-def check_offer(text: str) -> None:
-    """Raise BadOffer for an offer this server cannot use, before any connection is made for it.
-
-    aiortc's parser asserts and indexes its way through a description, so any error it raises is
-    the text's. What it reads but its peer connection would trip over later (a section without
-    its own mid or DTLS setup, a BUNDLE naming none) is refused here too, as are more sections than
-    a browser sends (each unbundled one would gather its own ports).
-    """
-    try:
-        description = sdp.SessionDescription.parse(text)
-    except Exception as err:  # see the docstring
-        raise BadOffer(f"Not a session description aiortc can read ({aiortc_error(err)})") from None
-    media = description.media
-    if len(media) > MAX_SECTIONS:
-        raise BadOffer(f"The offer has {len(media)} media sections; at most {MAX_SECTIONS} are answered")
-    mids = [section.rtp.muxId for section in media]
-    if "" in mids or len(set(mids)) < len(mids):
-        raise BadOffer("Each media section needs its own a=mid")
-    if any(section.dtls is None or not section.dtls.fingerprints for section in media):
-        raise BadOffer("Each media section needs DTLS parameters: a=setup and a=fingerprint")
-    for group in description.group:
-        if group.semantic == "BUNDLE" and not set(group.items) <= set(mids):
-            raise BadOffer(f"a=group:BUNDLE names a mid no section has: {quote(' '.join(group.items))}")
-    if not any(section.kind == "audio" and section.direction in SENDING for section in media):
-        raise BadOffer(NO_AUDIO)
-    if not any(section.kind == "application" for section in media):
-        raise BadOffer(NO_CHANNEL)
-
-
-def aiortc_error(err: Exception) -> str:
-    """aiortc's error as the client may be told it: its words may hold the offer's text, so they are quoted."""
-    return quote(str(err)) if str(err) else type(err).__name__
 
 
 @dataclasses.dataclass
@@ -165,7 +125,8 @@ class Connection:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._reading = False
         self._connected = False  # has been connected, at some point
-        self._heard = time.monotonic()  # when the last packet or message came
+        self._heard = time.monotonic()  # when the last packet, frame or message came
+        self._began = self._heard
         self._packets = 0
         pc.on("datachannel", self._on_datachannel)
         pc.on("track", self._on_track)
@@ -174,7 +135,7 @@ class Connection:
         self._spawn(self._watch())
 
     async def answer(self, offer: RTCSessionDescription) -> RTCSessionDescription:
-        """The answer to a browser's offer that `check_offer` passed, with candidates in `--rtc-ports`
+        """The answer to a browser's offer that `offers.check_offer` passed, with candidates in `--rtc-ports`
         (at `--rtc-public-address` if set).
 
         Raises ValueError (or aiortc's errors) for an offer that cannot be answered after all,
@@ -256,14 +217,14 @@ class Connection:
         _LOGGER.debug("WebRTC connection %d: %s", self.id, state)
         self._connected |= state == "connected"
         if state in CLOSING_STATES:
-            self._close_soon(f"connection {state}")
+            self.close_soon(f"connection {state}")
 
     def _overflowed(self, why: str) -> None:
         """The data channel holds more than it may for this peer (rtc/sctp.py): the peer goes."""
         _LOGGER.warning("WebRTC client %s (connection %d): %s", self.remote, self.id, why)
-        self._close_soon("past its data channel's bounds")
+        self.close_soon("past its data channel's bounds")
 
-    def _close_soon(self, reason: str) -> None:
+    def close_soon(self, reason: str) -> None:
         """Close, from a callback that cannot wait for it."""
         if not self.closed:
             self._spawn(self.close(reason))
@@ -287,7 +248,19 @@ class Connection:
                 frame = await track.recv()
             except MediaStreamError:  # the receiver stopped: the connection is closing
                 return
+            self._heard = time.monotonic()
             await self._hear(frame)
+
+    @property
+    def idle_for(self) -> float:
+        """Seconds since the peer's last audio frame or message (or since the answer, if it never connected): a
+        browser streaming its microphone is never idle (shares.Holder)."""
+        return time.monotonic() - self._heard
+
+    @property
+    def busy_since(self) -> float:
+        """When it connected; infinity before: an answer never connected to serves no one (shares.Holder)."""
+        return self._began if self._connected else math.inf
 
     # -- protocol -------------------------------------------------------------------
 

@@ -10,8 +10,8 @@ another data channel is closed: its events could not be heard). `POST
 /v1/realtime/calls/{call_id}/hangup` ends the call.
 
 Everything else is WebRTC's (`signalling.connect`): the offer is checked as `/api/rtc/asr`'s (an audio track and
-a data channel), the call takes a place among the same connections (--rtc-max-sessions, half of them per
-address), and `peer.Connection` holds it to the same ports, idle timeout and data channel bounds, and ends it.
+a data channel), the call takes a place among the same connections (--rtc-max-sessions, shared by address),
+and `peer.Connection` holds it to the same ports, idle timeout and data channel bounds, and ends it.
 Errors before the answer come in the HTTP API's envelope: 400 for a bad body, offer or session (its `param` as a
 `session.update`'s error would name it), 404 for an unknown model, 413, 415 for another content type, 429, 503.
 """
@@ -32,7 +32,7 @@ from aiortc.exceptions import InvalidStateError
 
 from http_api import bodies
 from http_api.errors import ApiError, bad_field
-from http_api.openai_realtime import RealtimeSession
+from http_api.openai_realtime import MAX_EVENT_BYTES, RealtimeSession
 from http_api.realtime_config import BadEvent, Config
 from http_api.state import core_of
 from wyoming_wis.core import Core
@@ -40,7 +40,8 @@ from wyoming_wis.scheduler import patience
 from wyoming_wis.shares import client, owner
 from wyoming_wis.values import quote
 
-from .peer import BadOffer, Connection, Setup, check_offer
+from .offers import BadOffer, check_offer
+from .peer import Connection, Setup
 from .signalling import MAX_OFFER, OFFER_LIMIT, PEERS, connect, unanswerable
 from .track import Listener
 
@@ -50,6 +51,7 @@ EVENTS = "oai-events"  # the data channel's label, as OpenAI's clients name it
 SDP = "application/sdp"
 CALL_LIMIT = bodies.Limit(MAX_OFFER + bodies.MAX_TEXT_BYTES, "A call's offer and session")
 MAX_WAITING = 64  # client events received and not yet handled; more: the client sends faster than it could need
+MAX_WAITING_BYTES = 4 * MAX_EVENT_BYTES  # ... and their bytes: a few of the largest events (no append comes here)
 
 
 @routes.post("/v1/realtime/calls")
@@ -76,8 +78,8 @@ async def hangup(request: web.Request) -> web.Response:
     peers = request.app[PEERS]
     calls = [
         peer
-        for peer, held_by in peers.open.items()
-        if isinstance(peer, RealtimeCall) and peer.call_id == call_id and held_by == owner(request.remote)
+        for peer, place in peers.open.items()
+        if isinstance(peer, RealtimeCall) and peer.call_id == call_id and place.owner == owner(request.remote)
     ]
     if not calls:
         raise ApiError(404, f"No call {quote(call_id)} is open from this address", "call_id", "call_not_found")
@@ -139,7 +141,8 @@ class RealtimeCall(Connection):
         self._listener = Listener(self.session, setup.executor)
         self._channel: RTCDataChannel | None = None
         self._serving = False  # session.created has gone out: the track's audio is listened to from then on
-        self._events: asyncio.Queue[str | bytes] = asyncio.Queue(MAX_WAITING)
+        self._events: asyncio.Queue[tuple[bytes, bool]] = asyncio.Queue(MAX_WAITING)  # (data, whether text)
+        self._waiting_bytes = 0
         super().__init__(setup)
 
     def _on_datachannel(self, channel: RTCDataChannel) -> None:
@@ -151,11 +154,11 @@ class RealtimeCall(Connection):
                 else f"a data channel named {quote(label)}, not {EVENTS}"
             )
             _LOGGER.warning("Realtime client %s (connection %d): %s; closing", self.remote, self.id, why)
-            self._close_soon(why)
+            self.close_soon(why)
             return
         self._channel = channel
         super()._on_datachannel(channel)
-        channel.on("close", lambda: self._close_soon(f"its {EVENTS} data channel closed"))
+        channel.on("close", lambda: self.close_soon(f"its {EVENTS} data channel closed"))
         if channel.readyState == "open":
             self._opened()
         else:
@@ -170,21 +173,25 @@ class RealtimeCall(Connection):
             await self.session.start()
             self._serving = True
             while True:
-                data = await self._events.get()
+                data, text = await self._events.get()
+                self._waiting_bytes -= len(data)
                 with self._as_client():
-                    await self.session.handle(data)
+                    await self.session.handle(data, text=text)  # paced: the queue fills for a client sending faster
         except ConnectionError:
-            self._close_soon(f"its {EVENTS} data channel closed")
+            self.close_soon(f"its {EVENTS} data channel closed")
         except Exception:  # a bug: the call would go on deaf to its events
             _LOGGER.exception("WebRTC connection %d: unexpected error handling a Realtime event", self.id)
-            self._close_soon("an internal error")
+            self.close_soon("an internal error")
 
     def _on_message(self, channel: RTCDataChannel, data: str | bytes) -> None:
-        try:
-            self._events.put_nowait(data)
-        except asyncio.QueueFull:
-            _LOGGER.warning("Realtime client %s: %d events waiting; closing its call", self.remote, MAX_WAITING)
-            self._close_soon(f"{MAX_WAITING} events waiting")
+        event = (data.encode(), True) if isinstance(data, str) else (data, False)  # as a WebSocket's frame comes
+        if self._events.full() or self._waiting_bytes + len(event[0]) > MAX_WAITING_BYTES:
+            why = f"{self._events.qsize() + 1} events waiting, {self._waiting_bytes + len(event[0])} bytes"
+            _LOGGER.warning("Realtime client %s: %s; closing its call", self.remote, why)
+            self.close_soon(why)
+            return
+        self._waiting_bytes += len(event[0])
+        self._events.put_nowait(event)
 
     async def _hear(self, frame: av.AudioFrame) -> None:
         if not self._serving or not self._listener.add(frame):
@@ -193,7 +200,7 @@ class RealtimeCall(Connection):
             with self._as_client():
                 await self._listener.feed()  # the session tells the client of its errors
         except ConnectionError:
-            self._close_soon(f"its {EVENTS} data channel closed")
+            self.close_soon(f"its {EVENTS} data channel closed")
 
     def _release(self) -> None:
         self._listener.close()

@@ -7,9 +7,9 @@ with every candidate in it (no trickle ICE). Query parameters `model`,
 ignored them). Errors come in the HTTP API's envelope: 400 for a bad body,
 offer or parameter, 413 for a body over MAX_OFFER (refused before it is read
 past that), 404 for an unknown model, 429 with Retry-After at
-`--rtc-max-sessions` or when the client's address (an IPv6 /64: shares.owner)
-holds half of them, 503 while the models load or when `--rtc-ports` has no
-free port.
+`--rtc-max-sessions` where no connection may give its place up (shares.Slots:
+an idle one, or one of an address holding two more, does), 503 while the models
+load or when `--rtc-ports` has no free port.
 
 Everything that can be checked is checked before a connection takes a place;
 a connection that fails to be answered, or whose client leaves meanwhile, is
@@ -34,12 +34,13 @@ from http_api import bodies
 from http_api.errors import ApiError, bad_field
 from http_api.state import CODEC_THREADS, core_of
 from wyoming_wis.errors import Busy
-from wyoming_wis.shares import Slots
+from wyoming_wis.shares import Place, Slots, owner
 from wyoming_wis.values import quote
 
 from . import ice
 from .messages import BadMessage, Params
-from .peer import BadOffer, Connection, Limits, Peer, Setup, aiortc_error, check_offer
+from .offers import BadOffer, aiortc_error, check_offer
+from .peer import Connection, Limits, Peer, Setup
 
 _LOGGER = logging.getLogger(__name__)
 routes = web.RouteTableDef()
@@ -50,31 +51,36 @@ _UNANSWERABLE = (ValueError, BadOffer, InvalidAccessError, InvalidStateError, Op
 
 @dataclass
 class Peers:
-    """The open connections, at most `limit`, no address holding more than its share (shares.Slots); what every
-    connection shares."""
+    """The open connections, at most `limit`, shared by owner (shares.Slots); what every connection shares."""
 
     limit: int
     configuration: RTCConfiguration
     limits: Limits
-    open: dict[Connection, str] = field(default_factory=dict)  # each connection, and the owner its place is counted for
-    slots: Slots = field(init=False)
+    open: dict[Connection, Place[Connection]] = field(default_factory=dict)
+    slots: Slots[Place[Connection]] = field(init=False)
 
     def __post_init__(self) -> None:
         self.slots = Slots(self.limit, "WebRTC connections", "--rtc-max-sessions")
 
-    def take(self, address: str | None) -> str:
-        """A place for a connection from `address` (its owner, for `closed`); 429 when none is left, or its
-        owner holds its share."""
+    def take(self, address: str | None) -> Place[Connection]:
+        """A place for a connection from `address`, in that of an idle one or one of an address holding more
+        (closed now) if every place is taken; 429 when none may give its place up."""
+        place: Place[Connection] = Place(owner(address))
         try:
-            return self.slots.take(address)
+            victim = self.slots.take(place)
         except Busy as err:
             raise ApiError(429, err.message, None, "too_many_sessions") from None
+        if victim is not None and victim.holder is not None:
+            why = self.slots.evicted(victim).message
+            _LOGGER.warning("WebRTC connection of %s: %s", victim.owner, why)
+            victim.holder.close_soon(why)
+        return place
 
     def closed(self, peer: Connection) -> None:
         """A connection has ended (its `on_closed`): its place is free again."""
-        owner = self.open.pop(peer, None)
-        if owner is not None:
-            self.slots.give(owner)
+        place = self.open.pop(peer, None)
+        if place is not None:
+            self.slots.give(place)
 
     async def close_all(self) -> None:
         await asyncio.gather(*(peer.close("the server is stopping") for peer in list(self.open)))
@@ -100,15 +106,16 @@ async def connect(request: web.Request, offered: str, make: Callable[[Setup], Co
     peers = request.app[PEERS]
     allowed = await ice.reachable(request.remote, peers.configuration)
     description = RTCSessionDescription(ice.admit(offered, allowed), "offer")  # STUN only where it belongs
-    owner = peers.take(request.remote)  # given back by `peers.closed` once the peer ends, or here if none is made
+    place = peers.take(request.remote)  # given back by `peers.closed` once the peer ends, or here if none is made
     ice.install(asyncio.get_running_loop())
     try:
         pc = RTCPeerConnection(peers.configuration)
         peer = make(Setup(pc, peers.limits, request.app[CODEC_THREADS], peers.closed, request.remote or "local"))
     except BaseException:
-        peers.slots.give(owner)
+        peers.slots.give(place)
         raise
-    peers.open[peer] = owner
+    place.holder = peer
+    peers.open[peer] = place
     try:
         answer = await peer.answer(description)
     except BaseException as err:

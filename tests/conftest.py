@@ -9,6 +9,8 @@ import httpx
 import pytest
 from helpers import Server, assert_stops_cleanly, start_server
 
+from wyoming_wis import shares
+
 MAX_AUDIO_SECONDS = 60
 MAX_TEXT_CHARS = 2000
 collect_ignore = ["ha"]  # the Home Assistant suites run in their own venvs: ./run.sh test ha
@@ -70,3 +72,11 @@ def keeper(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     )
     yield running
     assert_stops_cleanly(running)
+
+
+@pytest.fixture
+def home_assistant() -> Iterator[str]:
+    """An address known to be Home Assistant's (shares.trust) while the test runs."""
+    shares.trust("192.0.2.200")
+    yield "192.0.2.200"
+    shares.trust()

@@ -2,7 +2,8 @@
 
 The answers have the shapes Home Assistant 2026.11 sends (tests/ha/test_names.py runs the same client against a
 real one): auth_required / auth_ok, results by id, events to each subscription's id. Tests change `registry` and
-call `announce(...)` as Home Assistant fires a registry event; `reads` counts how often the names were read.
+call `announce(...)` as Home Assistant fires a registry event; `reads` counts how often the names were read. It
+also answers as the add-on's Supervisor does (/core/websocket, and /core/info with `core_address`).
 """
 
 from __future__ import annotations
@@ -47,12 +48,21 @@ class FakeHass:
     logins: int = 0
     delay: float = 0.0  # seconds before each answer
     broken: Callable[[dict[str, Any]], Any] | None = None  # a command's answer in place of the real one
+    filler: bytes = b""  # JSON of more states (`filler_states`), sent after the registry's in get_states' answer
+    hold_states: asyncio.Event | None = None  # get_states is answered once this is set
+    holding: int = 0  # get_states answers made and held
+    core_address: str = "172.30.32.1"  # what /core/info says, as the Supervisor says it of Home Assistant
+    connections: int = 0  # websocket handshakes answered
+    redirect: str | None = None  # while set, a websocket's handshake is answered 302 Found, to this URL
+    redirected: int = 0
     _subscribers: list[tuple[web.WebSocketResponse, int, str]] = field(default_factory=list)
     _sockets: set[web.WebSocketResponse] = field(default_factory=set)
 
     def app(self) -> web.Application:
         app = web.Application()
         app.router.add_get("/api/websocket", self._websocket)
+        app.router.add_get("/core/websocket", self._websocket)  # the Supervisor's proxy
+        app.router.add_get("/core/info", self._core_info)
         return app
 
     async def announce(self, event_type: str, data: dict[str, Any] | None = None) -> None:
@@ -67,9 +77,18 @@ class FakeHass:
         for ws in list(self._sockets):
             await ws.close()
 
+    async def _core_info(self, request: web.Request) -> web.Response:
+        if request.headers.get("Authorization") != f"Bearer {TOKEN}":
+            return web.json_response({"result": "error", "message": "Unauthorized"}, status=401)
+        return web.json_response({"result": "ok", "data": {"version": "2026.11.0", "ip_address": self.core_address}})
+
     async def _websocket(self, request: web.Request) -> web.WebSocketResponse:
+        if self.redirect is not None:
+            self.redirected += 1
+            raise web.HTTPFound(self.redirect)
         ws = web.WebSocketResponse()
         await ws.prepare(request)
+        self.connections += 1
         self._sockets.add(ws)
         try:
             await ws.send_json({"type": "auth_required", "ha_version": "2026.11.0"})
@@ -96,6 +115,15 @@ class FakeHass:
         if self.broken is not None and (broken := self.broken(command)) is not None:
             await ws.send_json(broken)
             return
+        if kind == "get_states" and (self.filler or self.hold_states is not None):
+            # (made in a thread, and before it is held: the loop is the test's, too)
+            large = await asyncio.to_thread(self._large_states, command["id"]) if self.filler else None
+            if self.hold_states is not None:
+                self.holding += 1
+                await self.hold_states.wait()
+            if large is not None:
+                await ws.send_frame(large, WSMsgType.TEXT)
+                return
         answers: dict[str, Callable[[dict[str, Any]], Any]] = {
             "subscribe_events": lambda c: self._subscribers.append((ws, c["id"], c["event_type"])),
             "homeassistant/expose_entity/list": self._exposed,
@@ -111,6 +139,11 @@ class FakeHass:
             return
         result = answers[kind](command)
         await ws.send_json({"id": command["id"], "type": "result", "success": True, "result": result})
+
+    def _large_states(self, key: int) -> bytes:
+        head = f'{{"id":{key},"type":"result","success":true,"result":{json.dumps(self._states())[:-1]}'.encode()
+        comma = b"," if self.registry.entities else b""
+        return b"".join((head, comma, memoryview(self.filler)[1:], b"}"))  # (one copy of the filler, not three)
 
     def _exposed(self, command: dict[str, Any]) -> dict[str, Any]:
         self.reads += 1
@@ -139,11 +172,11 @@ class FakeHass:
         return out
 
 
-async def serve(hass: FakeHass, port: int = 0) -> tuple[web.AppRunner, int]:
-    """Start `hass` on 127.0.0.1; returns its runner (cleanup() to stop) and port."""
+async def serve(hass: FakeHass, port: int = 0, host: str = "127.0.0.1") -> tuple[web.AppRunner, int]:
+    """Start `hass` on `host`; returns its runner (cleanup() to stop) and port."""
     runner = web.AppRunner(hass.app(), handle_signals=False, shutdown_timeout=0.1)
     await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", port)
+    site = web.TCPSite(runner, host, port)
     await site.start()
     return runner, site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
 
@@ -160,3 +193,34 @@ async def until(check: Callable[[], bool | Awaitable[bool]], timeout: float = 10
             return loop.time() - started
         assert loop.time() - started < timeout, f"not within {timeout} s"
         await asyncio.sleep(0.02)
+
+
+def filler_states(total_bytes: int) -> bytes:
+    """JSON of states of thermostats nobody exposed, about `total_bytes` of it, as a large home's get_states holds
+    thousands: 1.7 kB each, of a hundred small values (json.loads of 15 MiB takes about 1 s)."""
+    state = {
+        "entity_id": "climate.filler_{n}",
+        "state": "heat",
+        "attributes": {
+            "friendly_name": "Filler {n}",
+            "hvac_modes": ["off", "heat", "cool", "auto", "dry", "fan_only"],
+            "min_temp": 7,
+            "max_temp": 35,
+            "target_temp_step": 0.5,
+            "fan_modes": ["auto", "low", "medium", "high"],
+            "preset_modes": ["none", "eco", "away", "boost", "comfort", "home", "sleep"],
+            "current_temperature": 21.5,
+            "temperature": 22,
+            "schedule": [
+                {"day": day, "from": hour, "to": hour + 1, "temperature": 21.5} for day in range(3) for hour in range(6)
+            ],
+            "supported_features": 401,
+        },
+        "last_changed": "2026-12-01T10:00:00.000000+00:00",
+        "last_reported": "2026-12-01T10:00:00.000000+00:00",
+        "last_updated": "2026-12-01T10:00:00.000000+00:00",
+        "context": {"id": "01JABCDEFGHJKMNPQRSTVWXYZ0", "parent_id": None, "user_id": None},
+    }
+    one = json.dumps(state)
+    count = max(1, total_bytes // (len(one) + 1))
+    return ("[" + ",".join(one.replace("{n}", str(n)) for n in range(count)) + "]").encode()

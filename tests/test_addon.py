@@ -65,7 +65,7 @@ RE_IMAGE = re.compile(r"^([a-zA-Z\-\.:\d{}]+/)*?([\-\w{}]+)/([\-\w{}]+)(:[\.\-\w
 KNOWN_KEYS = {  # the config.yaml keys an add-on like ours may use
     *("name", "version", "slug", "description", "arch", "url", "init", "homeassistant", "discovery"),
     *("watchdog", "map", "backup_exclude", "ports", "ports_description", "options", "schema", "image"),
-    *("startup", "boot", "stage", "timeout", "homeassistant_api"),
+    *("startup", "boot", "stage", "timeout", "homeassistant_api", "hassio_api"),
 }
 
 
@@ -320,6 +320,7 @@ def test_default_options_start_the_server_on_the_addon_ports(config: dict, tmp_p
     assert "WIS_API_KEY" not in env
     # Names from Home Assistant, with no set-up: the Supervisor's websocket proxy and token, not on the command line
     assert config["homeassistant_api"] is True
+    assert config["hassio_api"] is True  # Home Assistant's address, from the Supervisor's /core/info
     assert core.hass.hass_api == "http://supervisor/core" and core.hass.hass_token == SUPERVISOR["SUPERVISOR_TOKEN"]
     assert not any(SUPERVISOR["SUPERVISOR_TOKEN"] in arg for arg in argv)
 

@@ -177,16 +177,24 @@ async def holding(server: Server, source: str, seconds: float) -> RawClient:
     return holder
 
 
-async def test_the_memory_budget_refuses_new_audio_as_busy_and_is_given_back(bounded: Server) -> None:
-    """One address may hold half the budget: past that its own new audio is refused as busy (Wyoming, a Willow
-    device, an upload), while another address is still served; past the whole budget anyone is refused. Once
-    the requests end, all of it is free again."""
-    first = await holding(bounded, "127.0.0.1", 60)  # 64 s of buffer: 4.1 MB, its address's whole share
-    assert budget_used(bounded) >= 4_000_000
+async def test_the_memory_budget_is_a_lone_addresss_and_shared_once_another_wants_some(bounded: Server) -> None:
+    """A lone address may hold more than half the budget (before: half, however idle the rest). Once another
+    address is refused for want of room, the first may not grow past half: its new audio is refused as busy
+    (Wyoming, a Willow device, an upload), while a third address's small request is served. Once the requests
+    end, all of it is free again."""
+    first = await holding(bounded, "127.0.0.1", 60)  # 64 s of buffer: 4.1 MB, half the budget
+    second = await holding(bounded, "127.0.0.1", 30)  # 2.0 MB more: no one else wants any
+    assert budget_used(bounded) >= 6_000_000
 
-    async with bounded.client() as late:
+    stranger = RawClient(*await connect_from(bounded, "127.0.0.3"))
+    refused = await transcribe(stranger, silence(40))  # type: ignore[arg-type]  # 2.6 MB: past the whole budget
+    assert refused.type == "error" and refused.data["code"] == "busy", refused
+    stranger.writer.close()
+
+    async with bounded.client() as late:  # 127.0.0.3 wants some now: 127.0.0.1 may not grow past half
         refused = await transcribe(late, silence(10))
     assert refused.type == "error" and refused.data["code"] == "busy", refused
+    assert "while others want some" in refused.data["text"], refused
     willow = httpx.post(
         bounded.http_url + "/api/willow",
         content=silence(15).audio,
@@ -205,15 +213,10 @@ async def test_the_memory_budget_refuses_new_audio_as_busy_and_is_given_back(bou
     heard = await transcribe(other, load_audio(SPOKEN))  # type: ignore[arg-type]
     assert heard.type == "transcript" and "block books" in heard.data["text"].lower()
 
-    second = await holding(bounded, "127.0.0.2", 60)  # the budget is now all but spent
-    third = RawClient(*await connect_from(bounded, "127.0.0.3"))
-    refused = await transcribe(third, silence(20))  # type: ignore[arg-type]
-    assert refused.type == "error" and refused.data["code"] == "busy", refused
-
     for holder in (first, second):
         await send_audio(holder, Pcm(b"", 16000, 2, 1))  # type: ignore[arg-type]  # ends the request
         assert (await read_until(holder, "transcript", timeout=60))[-1].type == "transcript"  # type: ignore[arg-type]
-    for done in (first, second, other, third):
+    for done in (first, second, other):
         done.writer.close()
     assert budget_used(bounded) == 0
     async with bounded.client() as again:
@@ -423,22 +426,55 @@ async def test_scheduler_answers_the_client_that_gives_up_first_first(scheduler:
     assert order == ["hurried", "patient"]
 
 
-async def test_scheduler_shares_its_queue_by_address(scheduler: Scheduler) -> None:
-    """One address queues calls: past its share of the places it is refused, naming why, and a call from another
-    address, queued after all of them, goes before every one but the first (each address's earliest first)."""
+async def test_scheduler_lets_a_lone_address_take_every_place_and_makes_room_for_another(scheduler: Scheduler) -> None:
+    """One address may fill the whole queue while no one else wants a place; refused only when it is full. A call
+    from another address then takes the place of its last waiting call (which is told why: nothing started is cut),
+    and goes before every one of its calls but the first (each address's earliest first)."""
     order: list[str] = []
+    waiting = scheduler.capacity - 1  # one worker, held by the server's own call
     async with held(scheduler):
         with client("192.0.2.1"):
-            hog = [asyncio.ensure_future(scheduler.run(order.append, f"hog {n}")) for n in range(scheduler.per_owner)]
+            hog = [asyncio.ensure_future(scheduler.run(order.append, f"hog {n}")) for n in range(waiting)]
             await asyncio.sleep(0.05)
             with pytest.raises(Busy) as refused:
                 await scheduler.run(order.append, "one too many")
-        assert f"{scheduler.per_owner} requests of 192.0.2.1" in refused.value.message, refused.value.message
+        assert f"{waiting} of them from 192.0.2.1" in refused.value.message, refused.value.message
         with client("192.0.2.2"):
             home = asyncio.ensure_future(scheduler.run(order.append, "home"))
         await asyncio.sleep(0.05)
-    await asyncio.gather(*hog, home)
-    assert order == ["hog 0", "home", *(f"hog {n}" for n in range(1, scheduler.per_owner))]
+        with pytest.raises(Busy, match="gave its place in the queue to another"):
+            await hog[-1]
+    await asyncio.gather(*hog[:-1], home)
+    assert order == ["hog 0", "home", *(f"hog {n}" for n in range(1, waiting - 1))]
+
+
+async def test_scheduler_serves_home_assistant_first_and_never_refuses_it(
+    scheduler: Scheduler, home_assistant: str
+) -> None:
+    """Home Assistant's calls go before every stranger's waiting call; in a full queue one takes a stranger's place,
+    and where no stranger's call is waiting, a place past the end: it carries every satellite's requests."""
+    order: list[str] = []
+    waiting = scheduler.capacity - 1
+    async with held(scheduler):
+        with client("192.0.2.1"):
+            hog = [asyncio.ensure_future(scheduler.run(order.append, f"hog {n}")) for n in range(waiting)]
+            await asyncio.sleep(0.05)
+        with client(home_assistant):
+            first = [asyncio.ensure_future(scheduler.run(order.append, f"home {n}")) for n in range(2)]
+            await asyncio.sleep(0.05)
+    await asyncio.gather(*hog[:-2], *first)
+    for refused in hog[-2:]:
+        with pytest.raises(Busy):
+            await refused
+    assert order == ["home 0", "home 1", *(f"hog {n}" for n in range(waiting - 2))]
+
+    order.clear()
+    async with held(scheduler):
+        with client(home_assistant):
+            calls = [asyncio.ensure_future(scheduler.run(order.append, n)) for n in range(scheduler.capacity + 2)]
+            await asyncio.sleep(0.05)
+    await asyncio.gather(*calls)
+    assert order == list(range(scheduler.capacity + 2))
 
 
 async def test_scheduler_counts_how_its_wait_estimates_compared_with_the_waits() -> None:

@@ -1,5 +1,7 @@
 """Request bodies an attacker shapes (issue 36): a form's parts are taken only as UTF-8 text or plain files, and a
-body over its route's limit is refused before it is read, on the shared server."""
+body over its route's limit is refused before it is read, on the shared server. What a form holds (issue 49) is
+counted in the memory budget as it arrives, at most a megabyte of it in memory: on a server of its own with a small
+budget."""
 
 from __future__ import annotations
 
@@ -10,14 +12,18 @@ import json
 import os
 import select
 import socket
+import subprocess
+import sys
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-from helpers import CORPUS, Server, assert_clean_log
+from helpers import CORPUS, Server, assert_clean_log, start_server
 
-from http_api.bodies import MAX_PARTS
+from http_api.bodies import FORM_MEMORY_BYTES, MAX_PARTS, MAX_TEXT_BYTES
 from http_api.openai_speech import MAX_FORM_BYTES
 from rtc.signalling import MAX_OFFER
 
@@ -229,3 +235,217 @@ def test_a_body_over_the_limit_is_413_before_it_is_read(
     else:
         assert sent == len(head), f"{sent} bytes sent before the answer"
     assert grown < 10, f"the server's memory grew by {grown:.0f} MB"
+
+
+# -- what a form holds ------------------------------------------------------------------------------
+
+
+def test_text_fields_past_a_forms_memory_are_a_413_and_files_make_room_for_text(server: Server) -> None:
+    """At most FORM_MEMORY_BYTES of a form is in memory: text fields past it in all are a 413 naming the limit; a
+    file kept in memory goes to disk to make room for text that comes after it."""
+    field = b"a" * MAX_TEXT_BYTES
+    fields = [part(f"unknown{n}", field) for n in range(FORM_MEMORY_BYTES // MAX_TEXT_BYTES + 1)]
+    answer = transcribe(server, form(*fields, part("file", AUDIO, filename="a.flac")))
+    assert answer.status_code == 413, answer.text
+    error = error_of(answer)
+    assert error["code"] == "request_entity_too_large" and str(FORM_MEMORY_BYTES) in str(error["message"]), error
+    padding = [part(f"unknown{n}", field) for n in range(FORM_MEMORY_BYTES // MAX_TEXT_BYTES - 1)]
+    answer = transcribe(server, form(part("file", AUDIO, filename="a.flac"), part("model", b"tiny.en"), *padding))
+    assert answer.status_code == 200 and "block books" in answer.json()["text"].lower(), answer.text
+
+
+BUDGET_MB = 32  # the budgeted server's --memory-budget-mb; one address holds at most half of it once others want some
+ATTACKER = "127.0.1.1"
+NEIGHBOUR = "127.0.0.2"  # another host of the household, uploading as the attack comes
+PROBE = "127.0.0.3"
+FORMS = 24  # the attacker's uploads at once, each of PARTS_MB file parts of exactly 1 MiB that never end
+PARTS_MB = 8  # 192 MiB in all: all of it was held in memory
+RSS_SLACK_MB = 16  # the server may grow by its budget and this (sockets' buffers, the allocator's own)
+STALL_S = 0.25  # /health answered within this while the attack runs
+# Times /health from a process of its own (this one is busy sending the attack) until its stdin closes.
+HEALTH_PROBE = """
+import select, sys, time, httpx
+url, source = sys.argv[1:]
+with httpx.Client(base_url=url, transport=httpx.HTTPTransport(local_address=source), timeout=30) as http:
+    http.get("/health").raise_for_status()
+    print("ready", flush=True)
+    while not select.select([sys.stdin], [], [], 0.05)[0]:
+        started = time.monotonic()
+        http.get("/health").raise_for_status()
+        print(time.monotonic() - started, flush=True)
+"""
+
+
+@pytest.fixture(scope="module")
+def budgeted(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    args = ["--data-dir", str(data_dir), "--asr-model", "tiny.en", "--memory-budget-mb", str(BUDGET_MB)]
+    running = start_server(args, tmp_path_factory.mktemp("budgeted"))
+    yield running
+    running.stop()
+    assert_clean_log(running.log)
+
+
+class PeakRss:
+    """The server's largest resident size while the block runs, sampled every 10 ms in a thread of its own."""
+
+    def __init__(self, server: Server) -> None:
+        self.server, self.peak, self._done = server, 0.0, threading.Event()
+
+    def __enter__(self) -> PeakRss:
+        self.before = self.peak = self.server.rss_mb()
+        self._thread = threading.Thread(target=self._sample)
+        self._thread.start()
+        return self
+
+    def _sample(self) -> None:
+        while not self._done.wait(0.01):
+            self.peak = max(self.peak, self.server.rss_mb())
+
+    def __exit__(self, *_: object) -> None:
+        self._done.set()
+        self._thread.join()
+
+
+class HealthProbe:
+    """The longest /health took, from PROBE, while the block runs."""
+
+    def __init__(self, server: Server) -> None:
+        self.server = server
+
+    def __enter__(self) -> HealthProbe:
+        argv = [sys.executable, "-c", HEALTH_PROBE, self.server.http_url, PROBE]
+        self._process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert self._process.stdout is not None and self._process.stdout.readline() == "ready\n"
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        out, _ = self._process.communicate("", timeout=60)  # stdin closed: it stops
+        self.seconds = [float(line) for line in out.split()]
+        assert self._process.returncode == 0 and self.seconds, out
+
+
+def held_on_disk_mb(server: Server) -> float:
+    """What the server's deleted (temporary) files hold on disk."""
+    held = 0
+    for fd in Path(f"/proc/{server.process.pid}/fd").iterdir():
+        with contextlib.suppress(OSError):  # closed meanwhile
+            if os.readlink(fd).endswith(" (deleted)"):
+                held += fd.stat().st_size
+    return held / 2**20
+
+
+class Upload:
+    """A form posted over a connection of its own from `source`, a part at a time; its answer read as it comes."""
+
+    def __init__(self, server: Server, source: str, length: int) -> None:
+        self.server, self.source, self.length = server, source, length
+        self.status: int | None = None
+        self.body: dict[str, object] = {}
+
+    async def open(self) -> Upload:
+        self._reader, self._writer = await asyncio.open_connection(
+            self.server.host, self.server.http_port, local_addr=(self.source, 0)
+        )
+        self._writer.write(
+            f"POST /v1/audio/transcriptions HTTP/1.1\r\nHost: x\r\nContent-Type: {FORM}\r\n"
+            f"Content-Length: {self.length}\r\n\r\n".encode()
+        )
+        self.answered = asyncio.create_task(self._answer())
+        return self
+
+    async def send(self, data: bytes) -> bool:
+        """Send `data` unless the server has answered; whether it was sent."""
+        if self.answered.done():
+            return False
+        with contextlib.suppress(ConnectionError):  # answered and closed meanwhile
+            self._writer.write(data)
+            await self._writer.drain()
+        return not self.answered.done()
+
+    @property
+    def error(self) -> dict[str, object]:
+        return self.body.get("error") or {}  # type: ignore[return-value]
+
+    async def _answer(self) -> None:
+        head = (await self._reader.readuntil(b"\r\n\r\n")).decode()
+        self.status = int(head.split()[1])
+        length = next(int(line.split(":")[1]) for line in head.lower().split("\r\n") if "content-length" in line)
+        self.body = json.loads(await self._reader.readexactly(length))
+
+    def close(self) -> None:
+        self.answered.cancel()
+        self._writer.close()
+
+
+def neighbour_transcribes(server: Server) -> httpx.Response:
+    """A transcription from the neighbour's address."""
+    transport = httpx.HTTPTransport(local_address=NEIGHBOUR)
+    with httpx.Client(base_url=server.http_url, transport=transport, timeout=60) as http:
+        return http.post("/v1/audio/transcriptions", files={"file": ("a.flac", AUDIO)}, data={"model": "tiny.en"})
+
+
+def budget_used(server: Server) -> float:
+    return server.metric("wis_memory_budget_used_bytes") or 0.0
+
+
+async def test_a_forms_parts_are_counted_in_the_budget_as_they_arrive(budgeted: Server) -> None:
+    """Issue 49: 96 uploads of 24 file parts of exactly 1 MiB, never ended, held 2.6 GB in memory for as long as they
+    lasted (aiohttp kept each part in memory up to 1 MiB), with no refusal and nothing in the log. Now every byte of
+    a form is counted in the memory budget as it arrives, on disk or in memory, and at most 1 MiB of a form is in
+    memory: the attacker's uploads past its share are refused (429, in the envelope, and the log says so), the
+    server grows by no more than its budget, /health keeps answering, and a neighbour's upload, begun before the
+    attack and finished during it, is transcribed, as is a new one."""
+    assert neighbour_transcribes(budgeted).status_code == 200  # what a first transcription allocates, allocated
+    megabyte = bytes(2**20)
+    attack_parts = [part(f"file{n}", megabyte, filename=f"{n}.wav") for n in range(PARTS_MB)]
+    length = len(form(*attack_parts))  # declared, never all sent: the closing boundary never comes
+    audio, rest = part("file", AUDIO, filename="a.flac"), form(part("model", b"tiny.en"))
+    log_before = len(budgeted.log)
+
+    async def attack(upload: Upload) -> None:
+        for data in attack_parts:
+            if not await upload.send(data):
+                return
+
+    with PeakRss(budgeted) as rss, HealthProbe(budgeted) as health:
+        neighbour = await Upload(budgeted, NEIGHBOUR, len(audio) + len(rest)).open()
+        uploads: list[Upload] = []
+        try:
+            await neighbour.send(audio)  # the neighbour's recording is on its way; the rest of its form comes later
+            deadline = time.monotonic() + 5
+            while not (counted := budget_used(budgeted)) and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            uploads = [await Upload(budgeted, ATTACKER, length).open() for _ in range(FORMS)]
+            await asyncio.gather(*(attack(upload) for upload in uploads))
+            used, steady = -1.0, 0  # until all that was sent is taken in: each upload refused, or held whole
+            while steady < 10:
+                now = budget_used(budgeted)
+                steady, used = (steady + 1 if now == used else 0), now
+                await asyncio.sleep(0.1)
+            on_disk = held_on_disk_mb(budgeted)
+            await neighbour.send(rest)
+            await asyncio.wait_for(neighbour.answered, 60)
+            again = await asyncio.to_thread(neighbour_transcribes, budgeted)
+            refused = [upload for upload in uploads if upload.answered.done()]
+        finally:
+            for upload in (neighbour, *uploads):
+                upload.close()
+    grown, held = rss.peak - rss.before, len(uploads) - len(refused)
+    assert grown < BUDGET_MB + RSS_SLACK_MB, f"the server grew by {grown:.0f} MB (budget {BUDGET_MB} MB)"
+    statuses = sorted({upload.status for upload in refused})
+    assert held <= BUDGET_MB // PARTS_MB and len(refused) >= FORMS - BUDGET_MB // PARTS_MB, (held, statuses)
+    assert set(statuses) <= {413, 429}, statuses
+    for upload in refused:
+        assert set(upload.error) == {"message", "type", "param", "code"}, upload.body
+        assert upload.status != 429 or upload.error["code"] == "busy", upload.body
+    refusals = [line for line in budgeted.log[log_before:].splitlines() if "--memory-budget-mb" in line]
+    assert any(ATTACKER in line for line in refusals), budgeted.log[log_before:][-3000:]
+    assert counted and used <= BUDGET_MB * 2**20, (counted, used)
+    assert on_disk <= BUDGET_MB, f"{on_disk:.0f} MB of temporary files held"
+    assert neighbour.status == 200 and "block books" in str(neighbour.body).lower(), neighbour.body
+    assert again.status_code == 200 and "block books" in again.json()["text"].lower(), again.text
+    assert max(health.seconds) < STALL_S, f"/health took up to {max(health.seconds):.2f} s during the attack"
+    deadline = time.monotonic() + 20  # closed, the uploads give back what they held, and their files
+    while budget_used(budgeted) or held_on_disk_mb(budgeted):
+        assert time.monotonic() < deadline, "the uploads' share of the budget, or their files, not given back"
+        await asyncio.sleep(0.1)

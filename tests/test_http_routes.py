@@ -22,6 +22,7 @@ from aiohttp import test_utils
 import http_api
 from http_api.fields import MAX_JSON_BYTES
 from http_api.openai_speech import MAX_INPUT
+from wyoming_wis.budget import MemoryBudget
 from wyoming_wis.config import Settings
 from wyoming_wis.serve import http_app
 
@@ -35,7 +36,10 @@ ORIGIN = "https://app.example"
 
 
 class _Untouchable:
-    """A loaded core that fails any use (a 500), for checks that must come before the core is asked."""
+    """A loaded core that fails any use (a 500), for checks that must come before the core is asked; but for its
+    memory budget, which counts a body's bytes as they arrive, before any check."""
+
+    budget = MemoryBudget(2**30)
 
     def __getattr__(self, name: str) -> Any:
         raise AssertionError(f"the route asked the core for {name!r} before checking the request")

@@ -460,10 +460,16 @@ BIG = "v" * 60_000  # under the JSON limit (64 KiB): it reaches the check that n
         ("POST", "/v1/audio/speech", {"json": {"model": "tts-1", "input": "Hi.", "response_format": BIG}}, 400),
         ("GET", "/api/tts", {"params": {"text": "Hi.", "language": BIG[:4000]}}, 404),  # a request line: 8 KB at most
         ("POST", "/v1/audio/transcriptions", {"files": {"file": ("a.wav", b"RIFF"), "model": (None, BIG)}}, 404),
+        (
+            "POST",
+            "/v1/audio/transcriptions",
+            {"files": {"file": ("a.wav", b"RIFF"), "timestamp_granularities[]": (None, BIG)}},
+            400,
+        ),
         ("GET", "/v1/models/" + BIG[:4000], {}, 404),
         ("GET", "/v1/%0a2026-12-04 INFO forged: line%0d", {}, 404),
     ],
-    ids=["voice", "speech-model", "format", "language", "asr-model", "model-path", "newline-path"],
+    ids=["voice", "speech-model", "format", "language", "asr-model", "granularities", "model-path", "newline-path"],
 )
 def test_a_client_value_is_quoted_not_echoed(
     server: Server, method: str, path: str, kwargs: dict[str, object], status: int

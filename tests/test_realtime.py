@@ -22,7 +22,7 @@ from helpers import CORPUS, Pcm, Server, assert_stops_cleanly, load_audio, norma
 from openai import AsyncOpenAI
 from test_wyoming_turn import paused_after
 
-from http_api.openai_realtime import INLINE_AUDIO_CHARS
+from http_api.openai_realtime import INLINE_AUDIO_CHARS, MAX_EVENT_BYTES
 
 RATE = 24000
 CHUNK = 4800  # bytes: 100 ms of 24 kHz 16-bit mono
@@ -191,7 +191,7 @@ async def test_beta_shape(realtime: Server) -> None:
 
 
 async def test_bad_input_gets_errors_and_the_session_goes_on(realtime: Server) -> None:
-    """Invalid JSON, an unknown event, bad base64, an oversized frame, an empty commit: each an error event naming
+    """Invalid JSON, an unknown event, bad base64, an oversized event, an empty commit: each an error event naming
     what was wrong (and the client's event_id), and the session still transcribes."""
     url = f"ws://{realtime.host}:{realtime.http_port}/v1/realtime?intent=transcription"
     async with aiohttp.ClientSession() as http, http.ws_connect(url) as socket:
@@ -208,7 +208,7 @@ async def test_bad_input_gets_errors_and_the_session_goes_on(realtime: Server) -
         assert unknown["code"] == "unknown_event" and unknown["event_id"] == "ev1"
         bad = await error_for(json.dumps({"type": "input_audio_buffer.append", "audio": "@@not base64@@"}))
         assert bad["code"] == "invalid_audio" and bad["param"] == "audio"
-        big = await error_for(json.dumps({"type": "input_audio_buffer.append", "audio": "A" * (1024 * 1024 + 4)}))
+        big = await error_for(json.dumps({"type": "session.update", "session": {}, "x": "A" * MAX_EVENT_BYTES}))
         assert big["code"] == "event_too_large"
         empty = await error_for(json.dumps({"type": "input_audio_buffer.commit"}))
         assert empty["code"] == "input_audio_buffer_commit_empty"
@@ -243,16 +243,25 @@ async def test_a_conversation_session_is_refused(realtime: Server) -> None:
     assert refused.value.status == 400
 
 
-async def test_sessions_per_address_are_limited(realtime: Server) -> None:
-    """2 of the 4 sessions per address: a third from the same address is refused 429, and one closing frees one."""
+async def test_sessions_are_shared_by_address(realtime: Server) -> None:
+    """One address may open all 4 sessions while no one else wants one; a fifth of its own is refused 429. Another
+    address's takes the place of its longest-running, which is told why and closed; one closing frees one."""
     url = f"ws://{realtime.host}:{realtime.http_port}/v1/realtime?intent=transcription"
     async with aiohttp.ClientSession() as http:
-        first, second = await http.ws_connect(url), await http.ws_connect(url)
+        mine = [await http.ws_connect(url) for _ in range(4)]
         with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
             await http.ws_connect(url)
         assert refused.value.status == 429
-        await first.close()
-        await asyncio.sleep(0.5)
-        third = await http.ws_connect(url)
-        assert json.loads((await third.receive(timeout=10)).data)["type"] == "session.created"
-        await asyncio.gather(second.close(), third.close())
+        other = aiohttp.ClientSession(connector=aiohttp.TCPConnector(local_addr=("127.0.0.2", 0)))
+        async with other:
+            theirs = await other.ws_connect(url)
+            assert json.loads((await theirs.receive(timeout=10)).data)["type"] == "session.created"
+            events = [json.loads((await mine[0].receive(timeout=10)).data) for _ in range(2)]
+            assert events[0]["type"] == "session.created" and events[1]["type"] == "error", events
+            assert "Closed to make room for another client" in events[1]["error"]["message"], events
+            assert (await mine[0].receive(timeout=10)).type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED)
+            await mine[1].close()
+            await asyncio.sleep(0.5)
+            again = await http.ws_connect(url)
+            assert json.loads((await again.receive(timeout=10)).data)["type"] == "session.created"
+            await asyncio.gather(theirs.close(), again.close(), *(socket.close() for socket in mine[2:]))

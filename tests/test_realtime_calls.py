@@ -193,15 +193,20 @@ async def test_a_call_without_its_events_channel_is_closed(calls_server: Server)
 
 
 async def test_calls_and_willow_connections_share_the_per_address_limit(calls_server: Server) -> None:
-    """One address holds half of --rtc-max-sessions, calls and /api/rtc/asr connections together: a call and a
-    Willow connection fill its share, a third of either is 429; hanging up frees a place for the next."""
+    """Calls and /api/rtc/asr connections share --rtc-max-sessions' places: with an address holding a call and a
+    Willow connection and another two Willow connections, all of them streaming, a third of either kind from the
+    first address is 429 (no place is idle, and no address holds two more than it); hanging up frees a place for
+    the next."""
     host = "127.0.0.3"
     willow = Client(url(calls_server), source=host)
     extra = Client(calls_url(calls_server), label=EVENTS, source=host)
+    others = [Client(url(calls_server), source="127.0.0.4") for _ in range(MAX_SESSIONS - 2)]
     await willow.connect()
     first, call_id = await call(calls_server, source=host)
+    for other in others:
+        await other.connect()
     try:
-        assert sessions(calls_server) == 2
+        assert sessions(calls_server) == MAX_SESSIONS
         sdp = await offer(extra)
         transport = httpx.AsyncHTTPTransport(local_address=host)
         async with httpx.AsyncClient(timeout=30, transport=transport) as http:
@@ -216,10 +221,10 @@ async def test_calls_and_willow_connections_share_the_per_address_limit(calls_se
         async with httpx.AsyncClient(timeout=30, transport=transport) as http:
             hung_up = await http.post(f"{calls_url(calls_server)}/{call_id}/hangup")
         assert hung_up.status_code == 200, hung_up.text
-        await wait_sessions(calls_server, 1, 10)
+        await wait_sessions(calls_server, MAX_SESSIONS - 1, 10)
         second, _ = await call(calls_server, source=host)  # the freed place is taken again
         await second.close()
     finally:
-        for client in (willow, first, extra):
+        for client in (willow, first, extra, *others):
             await client.close()
     await wait_sessions(calls_server, 0, 10)

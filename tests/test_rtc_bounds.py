@@ -1,6 +1,6 @@
 """WebRTC under hostile input: every place comes back, STUN goes only where it belongs, one address holds at most
-half the places, and a data channel holds little for a peer that sends a message that never ends or acknowledges
-nothing.
+half the places, a data channel holds little for a peer that sends a message that never ends or acknowledges
+nothing, and an offer that aiortc would read for seconds is refused before it is read.
 
 One server for the module, tests/faulty_server.py (a peer connection whose offer holds MARKER fails to
 close), with a cap of two connections and the default idle timeout, so that a connection that is not
@@ -16,22 +16,26 @@ import json
 import re
 import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import pytest
-from aiortc import RTCConfiguration, RTCIceServer, RTCPeerConnection
+from aiortc import RTCConfiguration, RTCIceServer, RTCPeerConnection, RTCSessionDescription
+from aiortc.sdp import SessionDescription
 from faulty_server import MARKER, RTC_CLOSE_FAILURE, SLOW_MARKER, SLOW_SECONDS
 from helpers import ROOT, Server, assert_clean_log, assert_stops_cleanly, start_server
+from hostile_offers import swollen
 from rtc_client import Client, PlayedTrack
 from test_bounds import PeakMemory
 from test_rtc import free_range, sessions, url, wait_sessions
 
-from rtc import ice
+from rtc import ice, offers
 from rtc.messages import MAX_MESSAGE
 from rtc.peer import CONNECT_TIMEOUT
 from rtc.sctp import MAX_HELD
+from wyoming_wis.shares import IDLE_AFTER_SECONDS
 
 MAX_SESSIONS = 2
 LAUNCHER = (str(ROOT / "tests" / "faulty_server.py"),)
@@ -40,7 +44,7 @@ DOCUMENTATION = ("198.51.100.7", "203.0.113.9")  # RFC 5737 addresses, as a thir
 UNENDED = 16 * 2**20  # bytes of a message that never ends: aiortc alone would hold them all (11.4 MiB held 29 MiB)
 PINGS = 50_000  # each answered with a pong that a peer acknowledging nothing leaves queued
 MAX_GROWTH_MB = 8  # the server's RSS while a hostile peer is served: what it holds for one is a fraction of a MiB
-DEFAULT_SESSIONS = 16  # --rtc-max-sessions' default; one address holds half
+DEFAULT_SESSIONS = 16  # --rtc-max-sessions' default
 
 
 @pytest.fixture(scope="module")
@@ -343,27 +347,24 @@ async def test_a_peer_that_acknowledges_nothing_is_closed(bounds_server: Server)
     await wait_sessions(bounds_server, 0, 10)
 
 
-async def test_one_address_holds_at_most_half_the_places(
+async def test_one_address_may_take_every_place_and_an_unused_one_makes_room(
     data_dir: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    """With the default --rtc-max-sessions (16), a ninth offer from one address is a 429 naming its share, and a
-    browser at another address still connects. Before: one address could take all 16 places."""
+    """With the default --rtc-max-sessions (16), one address's offers, answered and never connected to, take every
+    place while no one else wants one (before: half of them, the ninth a 429); a browser at another address then
+    connects in place of one of them, idle since its answer."""
     running = start_server(
         ["--data-dir", str(data_dir), "--asr-model", "tiny.en", "--rtc-ports", "any"],
         tmp_path_factory.mktemp("rtc-shares"),
     )
     try:
         offer = {"sdp": await browser_offer(), "type": "offer"}
-        share = DEFAULT_SESSIONS // 2
-        answered = [(await post(running, offer)).status_code for _ in range(share)]
-        assert answered == [200] * share
-        refused = await post(running, offer)
-        assert refused.status_code == 429 and refused.headers["Retry-After"], refused.text
-        error = refused.json()["error"]
-        assert error["code"] == "too_many_sessions", error
-        assert f"from 127.0.0.1: {share} of the {DEFAULT_SESSIONS} (--rtc-max-sessions)" in error["message"], error
+        answered = [(await post(running, offer)).status_code for _ in range(DEFAULT_SESSIONS)]
+        assert answered == [200] * DEFAULT_SESSIONS
+        await asyncio.sleep(IDLE_AFTER_SECONDS)
         await connect_and_close(Client(url(running), source="127.0.0.2"))
-        await wait_sessions(running, share, 10)
+        assert "WebRTC connection of 127.0.0.1: Closed to make room for another client" in running.log
+        await wait_sessions(running, DEFAULT_SESSIONS - 1, 10)
     finally:
         assert running.stop() == 0, running.log
     assert_clean_log(running.log)
@@ -386,3 +387,176 @@ async def test_a_peer_that_takes_no_message_of_ours_is_closed(bounds_server: Ser
         await client.close()
     assert bounds_server.log.count(said) == warned + 1
     await wait_sessions(bounds_server, 0, 10)
+
+
+# -- what an offer may hold (rtc/offers.py) ----------------------------------------------------------------------
+
+SWOLLEN = 40 * 1024  # bytes of an offer of codecs and wildcards: it held the loop for seconds before the screen
+CALL_FORM = 120 * 1024  # bytes of such an offer as a call's multipart part: /v1/realtime/calls takes 128 KiB
+STALL_TARGET = 0.25  # seconds: /health is answered within this while offers are refused (issue 49)
+PROMPTLY = 1.0  # seconds for a refusal, the offer's upload included
+
+
+def video_section(mid: str) -> list[str]:
+    """A video section shaped as Chrome's, the largest a browser sends: VP8, three VP9, eight H.264 and AV1, each
+    with five a=rtcp-fb lines and its RTX, then RED, ULPFEC and FlexFEC; 30 codecs, 67 a=rtcp-fb, 28 a=fmtp."""
+    feedback = ("goog-remb", "transport-cc", "ccm fir", "nack", "nack pli")
+    types = iter([*range(96, 128), *range(35, 64)])
+    codecs: list[str] = []
+    named: list[int] = []
+
+    def codec(name: str, fmtp: str | None = None, fb: tuple[str, ...] = feedback, rtx: bool = True) -> None:
+        pt = next(types)
+        named.append(pt)
+        codecs.extend([f"a=rtpmap:{pt} {name}/90000", *(f"a=rtcp-fb:{pt} {kind}" for kind in fb)])
+        codecs.extend([f"a=fmtp:{pt} {fmtp}"] if fmtp else [])
+        if rtx:
+            named.append(again := next(types))
+            codecs.extend([f"a=rtpmap:{again} rtx/90000", f"a=fmtp:{again} apt={pt}"])
+
+    codec("VP8")
+    for profile in range(3):
+        codec("VP9", f"profile-id={profile}")
+    for variant in range(8):
+        codec("H264", f"level-asymmetry-allowed=1;packetization-mode={variant % 2};profile-level-id=42e01f")
+    codec("AV1")
+    codec("red", fb=())
+    codec("ulpfec", fb=(), rtx=False)
+    codec("flexfec-03", "repair-window=10000000", fb=feedback[:2], rtx=False)
+    head = [f"m=video 9 UDP/TLS/RTP/SAVPF {' '.join(map(str, named))}", "c=IN IP4 0.0.0.0", "a=setup:actpass"]
+    head += [f"a=mid:{mid}", *(f"a=extmap:{n} urn:ietf:params:rtp-hdrext:{n}" for n in range(1, 12)), "a=recvonly"]
+    sources = ["a=ssrc-group:FID 1 2", "a=ssrc:1 cname:x", "a=ssrc:2 cname:x"]  # the camera, and its RTX
+    return [*head, "a=rtcp-mux", "a=rtcp-rsize", *codecs, *sources]
+
+
+TRANSPORT = ("a=ice-ufrag:", "a=ice-pwd:", "a=fingerprint:")  # what each section of a browser's offer repeats
+
+
+def with_videos(offer: str, count: int) -> str:
+    """A browser's offer with `count` Chrome-shaped video sections more, bundled with the others."""
+    lines = offer.removesuffix("\r\n").split("\r\n")
+    audio = lines[next(n for n, line in enumerate(lines) if line.startswith("m=audio")) :]
+    transport = [next(line for line in audio if line.startswith(name)) for name in TRANSPORT]
+    for n in range(count):
+        lines = [f"{line} v{n}" if line.startswith("a=group:BUNDLE") else line for line in lines]
+        lines += [*video_section(f"v{n}"), *transport]
+    return "\r\n".join(lines) + "\r\n"
+
+
+def in_audio(offer: str, *added: str) -> str:
+    """The offer with these lines in its audio section."""
+    at = offer.index("a=rtpmap:")
+    return offer[:at] + "".join(f"{line}\r\n" for line in added) + offer[at:]
+
+
+def feedback_objects(sdp_text: str) -> int:
+    """The feedback objects aiortc makes for an offer's codecs."""
+    media = SessionDescription.parse(sdp_text).media
+    return sum(len(codec.rtcpFeedback) for section in media for codec in section.rtp.codecs)
+
+
+async def test_browsers_offers_pass_the_screen() -> None:
+    """aiortc's, and Chrome's with one and with two video sections (its largest: about 350 lines, 2 x 30 codecs
+    against 2 x 95 a=rtcp-fb and a=fmtp lines): each within every bound, and aiortc answers it."""
+    offer = await browser_offer()
+    for sdp_text in (offer, with_videos(offer, 1), with_videos(offer, 2)):
+        offers.check_offer(sdp_text)
+        pc = RTCPeerConnection(RTCConfiguration(iceServers=[]))
+        try:
+            await pc.setRemoteDescription(RTCSessionDescription(sdp_text, "offer"))
+            answer = await pc.createAnswer()
+        finally:
+            await pc.close()
+        assert answer.sdp.count("m=") == sdp_text.count("m="), answer.sdp
+
+
+async def test_offers_past_a_bound_are_refused_naming_it() -> None:
+    """Each bound passed: refused, the bound named, before aiortc reads the offer."""
+    offer = await browser_offer()
+    codecs = [f"a=rtpmap:{100 + n % 28} x/1" for n in range(64)]
+    sources = [f"a=ssrc:{n} cname:x" for n in range(offers.MAX_SSRC + 1)]
+    past = {
+        "lines": (offer + "a=x\r\n" * offers.MAX_LINES, f"lines; at most {offers.MAX_LINES} are read"),
+        "a long line": (in_audio(offer, "a=x:" + "y" * offers.MAX_LINE), f"at most {offers.MAX_LINE} are read"),
+        "sections": (offer + offer[offer.index("m=audio") :] * 2, f"at most {offers.MAX_SECTIONS} are answered"),
+        "a=ssrc": (in_audio(offer, *sources), f"a=ssrc lines; at most {offers.MAX_SSRC} are read"),
+        "pairs": (in_audio(offer, *codecs, *["a=rtcp-fb:100 x"] * 128), f"at most {offers.MAX_PAIRS} are read"),
+        "wildcards": (in_audio(offer, *codecs, *["a=rtcp-fb:* x"] * 17), f"at most {offers.MAX_FEEDBACK} are read"),
+    }
+    for name, (sdp_text, said) in past.items():
+        with pytest.raises(offers.BadOffer) as refused:
+            offers.check_offer(sdp_text)
+        assert said in str(refused.value), (name, str(refused.value))
+
+
+async def test_feedback_is_counted_as_aiortc_makes_it() -> None:
+    """Feedback entries as aiortc makes them, however a payload type is spelled (0100 and +100 are its 100, and a
+    line naming 100 gives each of them an entry): an offer with MAX_FEEDBACK passes, one more entry is refused."""
+    offer = await browser_offer()
+    spellings = [f"a=rtpmap:{spelled} x/1" for spelled in ("100", "0100", "+100", "00100") * 8]  # 32 codecs of 100
+    some = in_audio(offer, *spellings, "a=rtpmap:101 x/1", *["a=rtcp-fb:100 x"] * 24, *["a=rtcp-fb:* x"] * 4)
+    at_bound = in_audio(some, *["a=rtcp-fb:101 x"] * (offers.MAX_FEEDBACK - feedback_objects(some)))  # 1 each
+    assert feedback_objects(at_bound) == offers.MAX_FEEDBACK
+    offers.check_offer(at_bound)
+    with pytest.raises(offers.BadOffer, match=f"; at most {offers.MAX_FEEDBACK} are read"):
+        offers.check_offer(in_audio(at_bound, "a=rtcp-fb:101 x"))
+
+
+@dataclass
+class Probed:
+    answer: httpx.Response
+    took: float  # seconds
+    health: float  # seconds: the slowest /health meanwhile
+
+
+async def health_while(server: Server, attack: Callable[[httpx.AsyncClient], Awaitable[httpx.Response]]) -> Probed:
+    """The attack's answer and how long it took, and the slowest /health asked every 50 ms meanwhile."""
+    done = asyncio.Event()
+    waits: list[float] = []
+
+    async def probe() -> None:
+        async with httpx.AsyncClient(base_url=server.http_url, timeout=60) as http:
+            while not done.is_set():
+                began = time.perf_counter()
+                (await http.get("/health")).raise_for_status()
+                waits.append(time.perf_counter() - began)
+                await asyncio.sleep(0.05)
+
+    prober = asyncio.create_task(probe())
+    await asyncio.sleep(0.2)
+    began = time.perf_counter()
+    try:
+        async with httpx.AsyncClient(base_url=server.http_url, timeout=60) as http:
+            answer = await attack(http)
+        took = time.perf_counter() - began
+        await asyncio.sleep(0.1)
+    finally:
+        done.set()
+        await prober
+    return Probed(answer, took, max(waits))
+
+
+async def test_an_offer_of_many_codecs_and_wildcards_is_refused_before_aiortc_reads_it(bounds_server: Server) -> None:
+    """Issue 49: an offer of 40 KiB of codecs and a=rtcp-fb wildcards in one audio section, to /api/rtc/asr and
+    /v1/realtime/calls (as SDP, and of 120 KiB as a call's multipart part): a 400 naming the bound at once, and
+    /health answered within 0.25 s meanwhile. Before: aiortc parsed it on the event loop for seconds (32 KiB: 2.4 s,
+    128 KiB: 28 s), then answered it."""
+    offer = await browser_offer()
+    sdp_text, form_sdp = swollen(offer, SWOLLEN), swollen(offer, CALL_FORM)
+    sends: dict[str, Callable[[httpx.AsyncClient], Awaitable[httpx.Response]]] = {
+        "/api/rtc/asr": lambda http: http.post("/api/rtc/asr", json={"sdp": sdp_text, "type": "offer"}),
+        "/v1/realtime/calls, application/sdp": lambda http: http.post(
+            "/v1/realtime/calls", content=sdp_text.encode(), headers={"Content-Type": "application/sdp"}
+        ),
+        "/v1/realtime/calls, multipart": lambda http: http.post(
+            "/v1/realtime/calls", files={"sdp": ("offer.sdp", form_sdp.encode(), "application/sdp")}
+        ),
+    }
+    for route, send in sends.items():
+        probed = await health_while(bounds_server, send)
+        said = f"{route}: {probed.answer.status_code} after {probed.took:.2f} s, /health waited {probed.health:.2f} s"
+        assert probed.answer.status_code == 400 and probed.took < PROMPTLY, f"{said}: {probed.answer.text[:200]}"
+        assert probed.health < STALL_TARGET, said
+        error = probed.answer.json()["error"]
+        assert error["param"] == "sdp" and f"; at most {offers.MAX_LINES} are read" in error["message"], (route, error)
+    assert sessions(bounds_server) == 0

@@ -22,14 +22,16 @@ from wyoming.audio import AudioChunk, AudioStart
 from wyoming.event import Event, async_read_event, async_write_event
 from wyoming.info import Describe
 from wyoming.ping import Ping
+from wyoming.tts import Synthesize
 from wyoming.wake import Detect
 
-from wyoming_wis.wyoming.server import IDLE_AFTER_SECONDS
+from wyoming_wis.shares import IDLE_AFTER_SECONDS
 
 MAX_CONNECTIONS = 8
 QUEUE_SIZE = 2  # Whisper calls waiting: with one running, three places, one an address's share
 IDLE_SECONDS = 5.0  # past IDLE_AFTER_SECONDS: idle connections are taken, not timed out
 SEND_SECONDS = 3.0
+HOME_ASSISTANT = "127.0.0.9"  # --hass-address
 SPOKEN = CORPUS / "LJ001-0004.flac"
 CHUNK = AudioChunk(16000, 2, 1, audio=bytes(3200)).event()  # 100 ms of silence, as a satellite streams it
 
@@ -38,6 +40,7 @@ CHUNK = AudioChunk(16000, 2, 1, audio=bytes(3200)).event()  # 100 ms of silence,
 def fair(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     flags = {"--max-connections": MAX_CONNECTIONS, "--idle-timeout": IDLE_SECONDS, "--send-timeout": SEND_SECONDS}
     flags |= {"--asr-workers": 1, "--queue-size": QUEUE_SIZE}  # Whisper: one call at a time, two waiting
+    flags |= {"--hass-address": HOME_ASSISTANT}
     args = ["--data-dir", str(data_dir), "--asr-model", "tiny.en"]
     running = start_server(
         [*args, *(str(part) for pair in flags.items() for part in pair)], tmp_path_factory.mktemp("fair")
@@ -169,6 +172,49 @@ async def test_idle_connections_from_many_addresses_make_room_for_a_new_one(fair
             connection.close()
 
 
+async def test_wake_streams_without_audio_from_many_addresses_make_room_for_home_assistant(fair: Server) -> None:
+    """Issue 49's lock-out: a `detect` from each of as many addresses as there are slots, with no audio and a `ping`
+    now and then. A stream that brings no audio owes nothing: it is idle as any connection, so Home Assistant's
+    describe and transcription, from another address, are served in place of the longest idle of them."""
+    squatters = [await connect(fair, f"127.0.1.{1 + n}") for n in range(MAX_CONNECTIONS)]
+    try:
+        for connection in squatters:
+            await connection.write_event(Detect(names=["okay_nabu"]).event())
+            assert await connection.answers()  # the stream is open; the ping is its last event
+        await asyncio.sleep(IDLE_AFTER_SECONDS)
+        async with connected(fair, "127.0.0.2") as home, connected(fair, "127.0.0.2") as second:
+            await home.write_event(Describe().event())
+            assert (await read_until(home, "info", timeout=10))[-1].type == "info"  # type: ignore[arg-type]
+            heard = await transcribe(second, load_audio(SPOKEN))  # type: ignore[arg-type]
+            assert heard.type == "transcript" and "block books" in heard.data["text"].lower(), heard
+        evicted = [await connection.closed_with() for connection in squatters[:2]]
+        assert [event.data["code"] for event in evicted] == ["busy", "busy"], evicted
+        assert all([await connection.answers() for connection in squatters[2:]])
+    finally:
+        for connection in squatters:
+            connection.close()
+
+
+async def test_home_assistant_takes_a_strangers_place_whatever_it_holds(fair: Server) -> None:
+    """Every slot holds a wake word stream with its audio flowing, each from an address of its own: no stranger may
+    take one (none holds two more than it), but Home Assistant (--hass-address), through which every satellite
+    speaks, is never refused: its describe and transcription are served in place of two of them."""
+    streams = [await satellite(fair, f"127.0.1.{1 + n}") for n in range(MAX_CONNECTIONS)]
+    try:
+        async with connected(fair, "127.0.0.2") as stranger:
+            assert (await stranger.closed_with()).data["code"] == "busy"
+        async with connected(fair, HOME_ASSISTANT) as home, connected(fair, HOME_ASSISTANT) as second:
+            await home.write_event(Describe().event())
+            assert (await read_until(home, "info", timeout=10))[-1].type == "info"  # type: ignore[arg-type]
+            heard = await transcribe(second, load_audio(SPOKEN))  # type: ignore[arg-type]
+            assert heard.type == "transcript" and "block books" in heard.data["text"].lower(), heard
+        answering = [await connection.answers() for connection in streams]
+        assert answering.count(False) == 2, answering
+    finally:
+        for connection in streams:
+            connection.close()
+
+
 async def test_an_idle_connection_makes_room_before_a_stream(fair: Server) -> None:
     """Two wake word streams from one address, and idle connections from others: a newcomer takes an idle one's
     slot, though the streams' address holds the most."""
@@ -204,10 +250,10 @@ async def test_a_connection_just_opened_is_not_taken_for_idle(fair: Server) -> N
 
 
 async def test_uploads_from_one_address_leave_home_assistant_its_place_in_the_queue(fair: Server) -> None:
-    """Uploads of a minute and more from one address at once, as many as it may connect: Whisper decodes one at a
-    time, the others past the address's share of the queue are refused `busy`, saying so, and Home Assistant's
-    command from another address, sent while one is decoded, is transcribed. They filled the queue, and it was
-    refused."""
+    """Uploads of a minute and more from one address at once: Whisper decodes one at a time, the address may fill
+    the queue while no one else wants a place (the one past it is refused `busy`, saying so), and Home Assistant's
+    command from another address, sent while one is decoded, takes the place of the address's last waiting upload
+    (refused instead: nothing started is cut) and is transcribed. They filled the queue, and it was refused."""
     spoken = load_audio(SPOKEN)
     minute = dataclasses.replace(spoken, audio=spoken.audio * math.ceil(60 / spoken.seconds))
     uploaders = [await connect(fair, "127.0.0.5") for _ in range(MAX_CONNECTIONS // 2)]
@@ -226,7 +272,44 @@ async def test_uploads_from_one_address_leave_home_assistant_its_place_in_the_qu
             connection.close()
     refused = [answer for answer in answers if answer.type == "error"]
     assert refused and all(answer.data["code"] == "busy" for answer in refused), answers
-    assert any("requests of 127.0.0.5 are running or waiting" in answer.data["text"] for answer in refused), refused
+    assert any("of them from 127.0.0.5" in answer.data["text"] for answer in refused), refused
+    assert any("gave its place in the queue to another address" in answer.data["text"] for answer in refused), refused
+
+
+@pytest.fixture(scope="module")
+def roomy(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """A server with the default slots and queues."""
+    running = start_server(["--data-dir", str(data_dir), "--asr-model", "tiny.en"], tmp_path_factory.mktemp("roomy"))
+    yield running
+    assert_stops_cleanly(running)
+
+
+async def test_a_big_household_through_one_address_is_served_without_busy(roomy: Server) -> None:
+    """Sixteen transcriptions, sixteen syntheses and eight wake word streams at once, all from one address, as a big
+    household's satellites come through one Home Assistant: none is refused `busy`, since no one else wants a place
+    (each queue held half its places for others: the ninth of eight transcriptions and eight syntheses was busy)."""
+    streams = [await satellite(roomy, "127.0.0.2") for _ in range(8)]
+    spoken = load_audio(SPOKEN)
+
+    async def transcription() -> Event:
+        async with connected(roomy, "127.0.0.2") as connection:
+            return await transcribe(connection, spoken)  # type: ignore[arg-type]
+
+    async def synthesis() -> Event:
+        async with connected(roomy, "127.0.0.2") as connection:
+            await connection.write_event(Synthesize(text="The kitchen lights are on.").event())
+            return (await read_until(connection, "audio-stop"))[-1]  # type: ignore[arg-type]
+
+    try:
+        answers = await asyncio.gather(*(transcription() for _ in range(16)), *(synthesis() for _ in range(16)))
+        assert all([await connection.answers() for connection in streams])
+    finally:
+        for connection in streams:
+            connection.close()
+    assert [answer.type for answer in answers] == ["transcript"] * 16 + ["audio-stop"] * 16, [
+        answer.data for answer in answers if answer.type == "error"
+    ]
+    assert all("block books" in answer.data["text"].lower() for answer in answers[:16]), answers[:16]
 
 
 # -- a transcription that never ends ---------------------------------------------------------------------------------
@@ -311,6 +394,26 @@ async def test_pipelined_pings_do_not_hold_the_loop(fair: Server) -> None:
     )
     assert answered[0] > 10_000, "the flood was not answered: nothing was measured"
     assert max(delays) < 0.5, delays
+
+
+async def test_event_data_that_is_slow_to_parse_is_refused_unparsed(roomy: Server) -> None:
+    """Event data of a megabyte of empty lists (within --max-event-data-bytes) held the loop 60 ms to parse, where a
+    megabyte of names or text takes 1-2 ms: from 24 connections at once, `describe` waited for all of them. Counted
+    first (its separators and brackets), such data is refused unparsed, as bad-request."""
+    data = json.dumps({"text": [[]] * 340_000}, separators=(",", ":")).encode()  # just under 1 MiB
+    event = json.dumps({"type": "ping", "data_length": len(data)}).encode() + b"\n" + data
+    attackers = [await connect(roomy, f"127.0.1.{20 + n}") for n in range(24)]
+    try:
+        for attacker in attackers:
+            attacker.writer.write(event)
+        delays = [await describe_seconds(roomy) for _ in range(10)]
+        refusals = [await attacker.closed_with() for attacker in attackers]
+    finally:
+        for attacker in attackers:
+            attacker.close()
+    assert all(refusal.data["code"] == "bad-request" for refusal in refusals), refusals
+    assert all("JSON separators and brackets" in refusal.data["text"] for refusal in refusals), refusals
+    assert max(delays) < 0.25, delays
 
 
 async def test_pings_never_read_are_cut_off_at_the_send_timeout(fair: Server) -> None:

@@ -23,9 +23,9 @@ from urllib.parse import urlparse
 from . import __version__, flags
 from .catalog import TURN_AUTO, TURN_FILE, TURN_OFF
 from .flags import ENV_PREFIX, group, setting
-from .hass_api import HASS_API, websocket_url
+from .hass_api import HASS_API, loopback_only, websocket_url
 from .requests import SENSITIVITIES, TASKS
-from .values import MAX_NOISE, MAX_SENTENCE_SILENCE, MAX_SPEED, MIN_SPEED, parse_bool
+from .values import MAX_NOISE, MAX_SENTENCE_SILENCE, MAX_SPEED, MIN_SPEED, parse_bool, quote
 
 DEFAULT_XTTS = "xtts-v2"
 NO_NOISE_SUPPRESSION, DEEPFILTERNET = "off", "deepfilternet"  # --noise-suppression (asr/denoise.py)
@@ -118,7 +118,7 @@ def _port_range(text: str) -> PortRange:
 
 
 def _ip_address(text: str) -> str:
-    """An IPv4 or IPv6 address a browser can send to (no host name, no zone, not 0.0.0.0 or multicast)."""
+    """An IPv4 or IPv6 address of one host (no host name, no zone, not 0.0.0.0 or multicast)."""
     try:
         address = ipaddress.ip_address(text.strip())
     except ValueError:
@@ -127,7 +127,7 @@ def _ip_address(text: str) -> str:
         ) from None
     if address.is_unspecified or address.is_multicast or getattr(address, "scope_id", None):
         raise argparse.ArgumentTypeError(
-            f"{text!r} is no address a browser can send to: give a unicast one (not 0.0.0.0, ::, multicast or %zone)"
+            f"{text!r} is no one host's address: give a unicast one (not 0.0.0.0, ::, multicast or %zone)"
         )
     return address.compressed
 
@@ -384,6 +384,18 @@ def _hass_api(text: str) -> str:
     return text
 
 
+def _plain_host(text: str) -> str:
+    """A host as --hass-api's URL names it (urlsplit's hostname: lower case, an IPv6 address without brackets)."""
+    host = text.strip().strip("[]").lower().rstrip(".")
+    try:
+        return str(ipaddress.ip_address(host))
+    except ValueError:
+        pass
+    if not _HOST_NAME.fullmatch(host):
+        raise argparse.ArgumentTypeError(f"expected a host name or IP address such as ha.lan, got {quote(text)}")
+    return host
+
+
 @dataclass(frozen=True)
 class HassSettings:
     """Where the household's names come from (hass_api.py): off until a token is given."""
@@ -410,10 +422,27 @@ class HassSettings:
         type=Path,
         metavar="FILE",
     )
+    hass_plain_host: str | None = setting(
+        "Host of --hass-api (as written there) that may have the token over plain, unencrypted ws://: one on a "
+        "network you trust. Without it the token goes only over wss:// (an https:// --hass-api), to the Supervisor "
+        "(the add-on) or to a loopback address; a token with a plain URL to any other host stops the server at start.",
+        type=_plain_host,
+        metavar="HOST",
+    )
+    hass_address: list[str] = setting(
+        "IP address Home Assistant connects to this server from (repeat for more). Its requests, which carry every "
+        "satellite's, go first and are never refused for another client's sake (SECURITY.md). Needed only where "
+        "neither the add-on nor --hass-token tells the server where Home Assistant is.",
+        type=_ip_address,
+        multiple=True,
+        metavar="ADDRESS",
+    )
 
     def __post_init__(self) -> None:
         if self.hass_token and self.hass_token_file:
             raise ValueError("give --hass-token or --hass-token-file, not both")
+        if self.hass_token or self.hass_token_file:
+            loopback_only(websocket_url(self.hass_api), self.hass_plain_host)  # (ValueError: where it may not go)
 
 
 @dataclass(frozen=True)
@@ -704,22 +733,23 @@ class HttpSettings:
         metavar="SECONDS",
     )
     max_http_connections: int = setting(
-        "Most HTTP connections open at once, no address holding more than half of them; more are answered 503 "
-        "and closed as they connect.",
+        "Most HTTP connections open at once, shared by address: a newcomer takes the place of an idle keep-alive "
+        "(or of one of an address holding two more), else it is answered 503 and closed as it connects.",
         default=256,
         type=_positive_int,
         metavar="N",
     )
     realtime_max_sessions: int = setting(
-        "Most OpenAI Realtime transcription sessions (/v1/realtime websockets) open at once, no address holding "
-        "more than half of them; more are refused with 429.",
+        "Most OpenAI Realtime transcription sessions (/v1/realtime websockets) open at once, shared by address: a "
+        "newcomer takes the place of an idle one (or of one of an address holding two more), else it is refused "
+        "with 429.",
         default=16,
         type=_positive_int,
         metavar="N",
     )
     realtime_idle_timeout: float = setting(
-        "Close a Realtime session after this many seconds without a message from its client (its audio stops "
-        "too: a live client sends audio all the time, or a commit now and then).",
+        "Close a Realtime session after this many seconds without an event from its client, pings and pongs aside "
+        "(its audio stops too: a live client sends audio all the time, or a commit now and then).",
         default=300.0,
         type=_positive_float,
         metavar="SECONDS",
@@ -774,7 +804,8 @@ class RtcSettings:
         secret=True,
     )
     rtc_max_sessions: int = setting(
-        "Most browser WebRTC connections open at once; more are refused with 429.",
+        "Most browser WebRTC connections open at once, shared by address as the Realtime sessions are; more are "
+        "refused with 429.",
         default=16,
         type=_positive_int,
         metavar="N",

@@ -21,6 +21,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from . import shares
 from .asr import AsrSession, Bias, Delta, TokenLogprob, Transcript, WhisperEngine
 from .asr.decoder import Options
 from .asr.denoise import Suppressor
@@ -125,6 +126,7 @@ class Core:
         self._loading = asyncio.Lock()
         self._housekeeping = ThreadPoolExecutor(1, thread_name_prefix="voices")
         self.budget = MemoryBudget(int(settings.memory_budget_mb * 2**20))  # what clients make us hold, all told
+        shares.trust(*settings.hass.hass_address)  # Home Assistant: served first, never refused for a stranger's sake
         self.speech_cache = (
             SpeechCache(
                 settings.data_dir[0] / "cache" / "speech",
@@ -280,12 +282,24 @@ class Core:
     async def keep_household(self) -> None:
         """Run until cancelled: keep `household` as Home Assistant names things (needs `names_from_hass`)."""
         assert self._hass_token is not None
-        names = HassNames(self.settings.hass.hass_api, self._hass_token, self._set_household)
+        hass = self.settings.hass
+        names = HassNames(
+            hass.hass_api,
+            self._hass_token,
+            self._set_household,
+            on_address=self.household_address,
+            plain_host=hass.hass_plain_host,
+        )
         _LOGGER.info("Reading names from Home Assistant at %s", names.url)
         await names.run()
 
     def _set_household(self, household: Household) -> None:
         self.household = household
+
+    def household_address(self, address: str) -> None:
+        """Home Assistant's IP address, as the names' connection learns it (hass_api.py): its requests go first."""
+        _LOGGER.info("Home Assistant is at %s: its requests go first", address)
+        shares.trust(*self.settings.hass.hass_address, address)
 
     async def unload_idle_models(self) -> None:
         """Run until cancelled: free Whisper models idle for `--unload-after` seconds."""
@@ -446,6 +460,7 @@ class Core:
             engine.close()
         if self.wake is not None:
             self.wake.close()
+        shares.trust()
         self._housekeeping.shutdown(wait=False)
         if self.suppressor is not None:
             self.suppressor.close()

@@ -22,7 +22,7 @@ case) dropped, the first spelling kept.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +32,7 @@ MAX_NAME_CHARS = 100  # a longer one is no name anyone says; it is left out, not
 MAX_NAMES = 512  # kept of one reading, best first: ten times what the prompt holds
 
 Record = Mapping[str, Any]  # one item of a registry list, as Home Assistant's websocket API sends it
+Read = Callable[[object, frozenset[str] | None], object]  # (a record, the entity ids wanted) -> what is read of it
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,38 @@ def read_household(
         others,
     )
     return Household(*tiers)
+
+
+def _exposed(record: object, wanted: frozenset[str] | None) -> object:
+    return {"conversation": True} if _mapping(record).get("conversation") is True else None
+
+
+def _state(record: object, wanted: frozenset[str] | None) -> object:
+    entity_id = _mapping(record).get("entity_id")
+    if not isinstance(entity_id, str) or (wanted is not None and entity_id not in wanted):
+        return None
+    return {"entity_id": entity_id, "attributes": _fields(_mapping(record).get("attributes"), "friendly_name")}
+
+
+def _fields(record: object, *keys: str) -> dict[str, Any] | None:
+    return {key: record[key] for key in keys if key in record} if isinstance(record, Mapping) else None
+
+
+# What read_household reads of each answer, by command: where in the result its records are, and what of each
+# record it reads (None: nothing, the record may go). hass_answers.py cuts a large answer down to this where it
+# parses it, in another process, so that only this comes back; tests/test_hass_names.py checks that the cut
+# household is the whole one's. `wanted`: the entity ids exposed to Assist, for get_states (None: all).
+ESSENTIALS: dict[str, tuple[tuple[str, ...], Read]] = {
+    "homeassistant/expose_entity/list": (("exposed_entities",), _exposed),
+    "get_states": ((), _state),
+    "config/entity_registry/get_entries": (
+        (),
+        lambda record, _: _fields(record, "name", "original_name", "aliases", "area_id", "device_id", "disabled_by"),
+    ),
+    "config/device_registry/list": ((), lambda record, _: _fields(record, "id", "area_id")),
+    "config/area_registry/list": ((), lambda record, _: _fields(record, "area_id", "name", "aliases", "floor_id")),
+    "config/floor_registry/list": ((), lambda record, _: _fields(record, "floor_id", "name", "aliases")),
+}
 
 
 def exposed_to_assist(exposed: object) -> list[str]:

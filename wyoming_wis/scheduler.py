@@ -12,11 +12,14 @@ device, which waits 10 s, goes before an HTTP client queued a little earlier tha
 waits 30 s, and a reply that has not started yet goes before the third sentence of
 a reply that is already playing.
 
-The queue is shared fairly by owner (shares.py: a client's address): each owner's
-earliest call goes before any owner's second, and so on, and no owner but the
-server's own work (LOCAL) may have more than its share of the places. One host
-that queues twenty uploads delays Home Assistant's next command by one call, not
-twenty, and cannot fill the queue.
+The queue is shared fairly by owner (shares.py: a client's address): Home Assistant's
+calls start first, then each other owner's earliest call before any owner's second,
+and so on. A lone owner may take every place; when the queue is full, a newcomer
+takes the place of the last waiting call of an owner holding at least two more than
+its own (that call is refused as busy: nothing started is cut), and Home Assistant
+takes any stranger's, or a place past the end. One host that queues twenty uploads
+delays Home Assistant's next command by none of them, another client's by one call,
+not twenty, and cannot keep anyone out of the queue.
 
 A client gives up after a while (a Willow device after 10 s), and work done after
 that is wasted and delays everyone behind it. So each frontend says how long its
@@ -169,12 +172,14 @@ class _Call:
     latest: float  # time.monotonic() after which it is dropped unstarted
     future: Future[Any]
     call: Callable[[], Any]
+    first: bool  # its request's first: not a later call of a reply that is playing, which is never refused
 
 
 class _Queue:
-    """Waiting calls, started in rounds: in each, every owner with calls waiting starts one, its earliest deadline
-    first; within a round, the earliest deadline goes first. An owner that starts waiting joins the round now
-    going, so it waits one call of each other owner at most, however many those have queued."""
+    """Waiting calls, started Home Assistant's first (shares.trusted), then in rounds: in each, every owner with calls
+    waiting starts one, its earliest deadline first; within a round, the earliest deadline goes first. An owner that
+    starts waiting joins the round now going, so it waits one call of each other owner at most, however many those
+    have queued."""
 
     def __init__(self) -> None:
         self._calls: list[_Call] = []
@@ -184,41 +189,67 @@ class _Queue:
         return len(self._calls)
 
     def push(self, call: _Call) -> None:
-        self._rounds.setdefault(call.owner, self._now())
+        self._rounds.setdefault(call.owner, self._now(call.owner))
         self._calls.append(call)
 
     def pop(self) -> _Call:
         """The call to start next, out of the queue."""
         call = self._ordered()[0][-1]
-        self._calls.remove(call)
-        if any(other.owner == call.owner for other in self._calls):
-            self._rounds[call.owner] += 1
-        else:
-            del self._rounds[call.owner]
+        self.remove(call)
         return call
+
+    def remove(self, call: _Call) -> None:
+        """Take `call` out of the queue; the owner's round moves on when it started (the first of its calls)."""
+        first = next(key[-1] for key in self._ordered() if key[-1].owner == call.owner)
+        self._calls.remove(call)
+        if not any(other.owner == call.owner for other in self._calls):
+            del self._rounds[call.owner]
+        elif call is first:
+            self._rounds[call.owner] += 1
 
     def ahead(self, owner: str, deadline: float) -> list[_Call]:
         """The waiting calls that would start before a new one of `owner` with this deadline."""
         mine = sum(1 for call in self._calls if call.owner == owner and call.deadline <= deadline)
-        key = (self._rounds.get(owner, self._now()) + mine, deadline)
+        key = (_rank(owner), self._rounds.get(owner, self._now(owner)) + mine, deadline)
         return [call for *its, _, call in self._ordered() if tuple(its) <= key]
+
+    def make_room(self, newcomer: str, held: Counter[str]) -> _Call | None:
+        """The waiting call whose place goes to a call of `newcomer` in a full queue (`held`: each owner's calls,
+        running or waiting), or None: the last to start of the owner holding most, of those holding at least two
+        more than the newcomer's (of any stranger, for Home Assistant); never a later call of a playing reply."""
+        mine, home = held[newcomer], shares.trusted(newcomer)
+
+        def may_give(call: _Call) -> bool:
+            theirs = held[call.owner]
+            return call.first and not shares.trusted(call.owner) and (home or theirs > mine + 1) and theirs > 0
+
+        places = {call: place for place, (*_, call) in enumerate(self._ordered())}
+        return max(filter(may_give, self._calls), key=lambda call: (held[call.owner], places[call]), default=None)
 
     def clear(self) -> list[_Call]:
         calls, self._calls = self._calls, []
         self._rounds.clear()
         return calls
 
-    def _now(self) -> int:
-        return min(self._rounds.values(), default=0)
+    def _now(self, owner: str) -> int:
+        """The round going now among the owners ranked as `owner` is."""
+        rank = _rank(owner)
+        return min((turn for who, turn in self._rounds.items() if _rank(who) == rank), default=0)
 
-    def _ordered(self) -> list[tuple[int, float, int, _Call]]:
-        """(round, deadline, when it came, the call) of each waiting call, in the order they start."""
+    def _ordered(self) -> list[tuple[int, int, float, int, _Call]]:
+        """(rank, round, deadline, when it came, the call) of each waiting call, in the order they start."""
         places: Counter[str] = Counter()  # of each owner's calls, by deadline
         keyed = []
         for call in sorted(self._calls, key=lambda call: (call.deadline, call.order)):
-            keyed.append((self._rounds[call.owner] + places[call.owner], call.deadline, call.order, call))
+            turn = self._rounds[call.owner] + places[call.owner]
+            keyed.append((_rank(call.owner), turn, call.deadline, call.order, call))
             places[call.owner] += 1
-        return sorted(keyed, key=lambda key: key[:3])
+        return sorted(keyed, key=lambda key: key[:4])
+
+
+def _rank(owner: str) -> int:
+    """Home Assistant's calls (0) start before anyone else's (1)."""
+    return 0 if shares.trusted(owner) else 1
 
 
 class Scheduler:
@@ -233,7 +264,6 @@ class Scheduler:
         self.workers = workers
         self.capacity = workers + queue_size
         self.nice = nice
-        self.per_owner = shares.share_of(self.capacity)
         self._pending = 0  # running + waiting; only touched on the event loop thread
         self._owners: Counter[str] = Counter()  # ... of each owner
         self._running: list[_Call] = []  # calls in worker threads; changed under `_ready`
@@ -306,8 +336,9 @@ class Scheduler:
             left = cost if callable(cost) else lambda: cost
             size = left()
             calls, ahead = self._ahead(deadline, owner)
+            first = pace is None or not pace.admitted
             latest = math.inf  # a call of a reply already playing runs however late: never cut a reply halfway
-            if pace is None or not pace.admitted:
+            if first:
                 latest = self._admit(calls, ahead, size, now=now, gives_up=gives_up, owner=owner)
             call = _Call(
                 deadline,
@@ -321,6 +352,7 @@ class Scheduler:
                 latest,
                 future,
                 lambda: func(*args),
+                first,
             )
             self._waiting.push(call)
             self._ready.notify()
@@ -365,26 +397,36 @@ class Scheduler:
     def _admit(self, calls: int, ahead: float, cost: float, *, now: float, gives_up: float | None, owner: str) -> float:
         """Raise Busy unless a new call can be answered before its client gives up; returns the latest it may start.
 
-        A call that a free worker takes at once is never refused: nothing could answer it sooner.
+        A call that a free worker takes at once is never refused: nothing could answer it sooner. In a full queue
+        it takes the place of another owner's waiting call (`_Queue.make_room`), which is refused instead; Home
+        Assistant's takes a place past the end where no stranger's call can give its up.
         """
+        victim = None
         if self._pending >= self.capacity:
-            self._refuse(f"{self._pending} requests are running or waiting", self._wait(ahead))
-        if owner != shares.LOCAL and self._owners[owner] >= self.per_owner:
-            self._refuse(
-                f"{self._owners[owner]} requests of {owner} are running or waiting, the most one address may have "
-                f"of the {self.capacity}",
-                self._wait(ahead),
+            victim = self._waiting.make_room(owner, self._owners)
+            if victim is None and not shares.trusted(owner):
+                self._refuse(
+                    f"{self._pending} requests are running or waiting, {self._owners[owner]} of them from {owner}, "
+                    "and no other address has enough of them waiting to give one up",
+                    self._wait(ahead),
+                )
+        latest = math.inf
+        if gives_up is not None and calls >= self.workers:
+            answered = self._expected(ahead, cost)
+            if now + answered > gives_up:
+                self._refuse(
+                    f"a new request would be answered in about {answered:.1f} s, after its client gives up "
+                    f"(in {max(0.0, gives_up - now):.1f} s)",
+                    self._wait(ahead),
+                )
+            latest = gives_up - self._run.cautious  # started later, it would end after its client has left
+        if victim is not None:
+            self._waiting.remove(victim)
+            self._rejected.inc()
+            victim.future.set_exception(
+                Busy(f"{self.name} is busy: the request gave its place in the queue to another address's; try again")
             )
-        if gives_up is None or calls < self.workers:
-            return math.inf
-        answered = self._expected(ahead, cost)
-        if now + answered > gives_up:
-            self._refuse(
-                f"a new request would be answered in about {answered:.1f} s, after its client gives up "
-                f"(in {max(0.0, gives_up - now):.1f} s)",
-                self._wait(ahead),
-            )
-        return gives_up - self._run.cautious  # started later, it would end after its client has left
+        return latest
 
     def _wait(self, ahead: float) -> float:
         """Seconds until the calls ahead are done, as the recent calls went."""

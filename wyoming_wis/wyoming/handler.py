@@ -248,11 +248,15 @@ class WyomingHandler(AsyncEventHandler):
 
     @property
     def idle_for(self) -> float:
-        """Seconds it has waited for a next request with none open; 0 while one is."""
-        return time.monotonic() - self.last_event if self.idle else 0.0
+        """Seconds since the client's last event while nothing is owed either way; 0 while something is (an event
+        being answered, a transcription being heard or answered, a synthesis). A wake word stream owes nothing
+        until its audio comes: one that brings none is idle as any other connection."""
+        if self._answering or self._transcribing or self._in_stream or self._hung_up:
+            return 0.0
+        return time.monotonic() - self.last_event
 
     @property
-    def running_since(self) -> float:
+    def busy_since(self) -> float:
         """When the oldest request still open on it began (`time.perf_counter()`); infinity if none is."""
         return min((request.started for request in self._requests.values() if not request.finished), default=math.inf)
 

@@ -4,12 +4,14 @@ The header line's length is the stream reader's `limit`, which its servers leave
 asyncio's 64 KiB; and they accept any number of connections. These pass
 `--max-event-line-bytes` to the reader, and answer a connection past
 `--max-connections` with an `error` event (code `busy`) and close it, so a flood of
-idle sockets cannot use up the server. The slots are shared fairly by owner (an
-address, or an IPv6 /64: shares.owner): when they are full, a client whose owner holds
-fewer of them than another's takes one of that other's (`_make_room`), so one host (a
-broken or hostile device, many wake word streams) cannot lock Home Assistant out, nor
-can many hosts with an idle connection each. On SIGTERM an event being answered (a
-transcript, a synthesis) is still answered, within SHUTDOWN_SECONDS.
+idle sockets cannot use up the server. The slots are shared by owner (shares.py):
+one owner may hold them all while no one else wants one; when they are full, a
+newcomer takes the slot of an idle connection (a wake word stream that brings no audio
+included), else of a request in progress of an owner holding at least two more, and
+Home Assistant takes any stranger's (`shares.make_room`). So one host (a broken or
+hostile device, many wake word streams) cannot lock Home Assistant out, nor can many
+hosts with an idle connection each. On SIGTERM an event being answered (a transcript,
+a synthesis) is still answered, within SHUTDOWN_SECONDS.
 """
 
 from __future__ import annotations
@@ -25,15 +27,12 @@ from wyoming.server import AsyncEventHandler, AsyncServer, AsyncTcpServer, Async
 from ..config import WyomingSettings
 from ..errors import Busy
 from ..memory import cap_send_buffer
-from ..shares import owner
+from ..shares import make_room, owner
 from .handler import WyomingHandler, host_of, send
 
 _LOGGER = logging.getLogger(__name__)
 REFUSAL_SECONDS = 5.0  # at most this long to tell a refused client why
 SHUTDOWN_SECONDS = 10.0  # for requests in progress to be answered when the server stops
-# Idle this long, a connection gives up its slot to anyone, before any request in progress does; one idle less long
-# may be Home Assistant's, just opened or just answered, its next request on its way.
-IDLE_AFTER_SECONDS = 2.0
 
 
 class _Limits:
@@ -79,42 +78,17 @@ class _Limits:
 
     def _make_room(self, newcomer: str) -> tuple[WyomingHandler, Busy] | None:
         """The connection whose slot goes to a client of `newcomer` (an owner), marked evicted, and what to tell
-        it; None if no other owner holds enough slots to give one up.
-
-        A connection idle for IDLE_AFTER_SECONDS holds its slot for nothing: it goes to a newcomer of any other
-        owner, first of all, the longest idle of the owner holding most (so that Home Assistant, holding as many
-        as each of the many hosts that hold one idle connection, still gets a second for a request at once).
-        One with a request in progress (a wake word stream, which may last all day, or a transcription) goes only
-        to a newcomer whose owner holds at least two fewer, so that its own still holds as many as the
-        newcomer's after the swap: two owners never take live streams from each other in turn. One idle less long
-        (its client may have just connected, its request on its way) goes only to a newcomer whose owner holds
-        fewer. Of these, the owner holding most gives its longest-running request, or last one just opened.
-        """
-        by_owner: dict[str, list[WyomingHandler]] = {}
-        for handler in self._holding():
-            by_owner.setdefault(handler.owner, []).append(handler)
-        mine = len(by_owner.pop(newcomer, []))
-
-        def waiting(handler: WyomingHandler) -> bool:
-            return handler.idle_for >= IDLE_AFTER_SECONDS
-
-        def order(handler: WyomingHandler) -> tuple[bool, int, float]:
-            held = -len(by_owner[handler.owner])
-            return (False, held, -handler.idle_for) if waiting(handler) else (True, held, handler.running_since)
-
-        victims = [
-            handler
-            for held in by_owner.values()
-            for handler in held
-            if waiting(handler) or len(held) > mine + 1 or (len(held) > mine and handler.idle)
-        ]
-        if not victims:
+        it; None if none may give its slot up (shares.make_room: an idle one first, whatever its owner; else a
+        request in progress, a wake word stream or a transcription, of an owner holding at least two more)."""
+        holding = self._holding()
+        victim = make_room(holding, newcomer)
+        if victim is None:
             return None
-        victim = min(victims, key=order)
         victim.evicted = True  # its slot is the newcomer's from now on
+        theirs = sum(handler.owner == victim.owner for handler in holding)
         why = Busy(
             f"Connection closed to make room for a client from another address: all {self.max_connections} "
-            f"(--max-connections) were open, {len(by_owner[victim.owner])} of them from {victim.owner}"
+            f"(--max-connections) were open, {theirs} of them from {victim.owner}"
         )
         return victim, why
 
