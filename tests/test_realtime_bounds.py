@@ -15,7 +15,7 @@ import json
 import socket
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import asynccontextmanager, suppress
+from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,7 @@ from http_api.openai_realtime import (
     RECEIVE_ALLOWANCE,
     RealtimeSession,
 )
+from wyoming_wis.shares import IDLE_AFTER_SECONDS
 
 IDLE_SECONDS = 4.0
 SEND_SECONDS = 2.0
@@ -187,6 +188,22 @@ async def test_a_session_that_only_answers_pings_is_closed_when_idle(realtime: S
         assert event["type"] == "error" and event["error"]["code"] == "idle_timeout", event
         assert (await asyncio.wait_for(ws.receive(), 5)).type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED)
     assert IDLE_SECONDS - 0.5 < time.monotonic() - began < IDLE_SECONDS + 3
+
+
+async def test_sessions_that_send_no_event_lock_no_one_out(realtime: Server) -> None:
+    """Eight sessions from each of two addresses, answering pings and sending no event, held every place: a third
+    address got 429 for as long as they were kept. Idle, they make room: its session is opened in the place of the
+    longest idle, which is told why, well before the idle timeout would have closed any."""
+    async with AsyncExitStack() as stack:
+        held = [
+            await stack.enter_async_context(session(realtime, ATTACKERS[n % 2], heartbeat=0.5)) for n in range(SESSIONS)
+        ]
+        await asyncio.sleep(IDLE_AFTER_SECONDS + 0.2)
+        began = time.monotonic()
+        async with session(realtime, "127.0.0.4"):
+            assert time.monotonic() - began < IDLE_SECONDS - IDLE_AFTER_SECONDS
+        told = [event for event in [await next_event(held[0], timeout=5)] if event["type"] == "error"]
+        assert told and "Closed to make room for another client" in told[0]["error"]["message"], told
 
 
 # -- control frames ------------------------------------------------------------------------------------------------
