@@ -158,7 +158,11 @@ case "${1:-}" in
         ;;
     bench)  # each script installs its peer server into its own venv under bench/ once, then reuses it
         shift
-        install bundled,dev
+        if [ "${1:-}" = abuse ]; then
+            install bundled,dev,xtts  # its `clones` attack runs a second server with --xtts
+        else
+            install bundled,dev
+        fi
         case "${1:-}" in
             asr|tts|rtc|soak|abuse|accuracy|paths|endpoint|realtime|ha_turns|ha_names|turn_signals|farfield|frontend|wake) script="bench/$1.py"; shift; exec "$VENV/bin/python" "$script" "$@" ;;
             "") "$VENV/bin/python" bench/asr.py && "$VENV/bin/python" bench/tts.py && exec "$VENV/bin/python" bench/rtc.py ;;

@@ -1872,7 +1872,7 @@ STUN_WAIT_S = 4.0
 async def start_keyed(stack: ExitStack) -> str:
     """A second server, run with --api-key, that has saved a Willow recording; its HTTP URL."""
     key = secrets.token_urlsafe(16)
-    server, http_url = await start_all_frontends("abuse-keyed", CACHE / "abuse-keyed-data", stack, ["--api-key", key])
+    server, http_url = await start_all_frontends("abuse-keyed", CACHE / "abuse-keyed-data", stack, [f"--api-key={key}"])
     async with httpx.AsyncClient(base_url=http_url, timeout=ANSWER_S) as http:
         saved = await http.post(
             "/api/willow?save_audio=true", content=real_clip().pcm.audio, headers={"X-API-Key": key}
@@ -2701,10 +2701,33 @@ async def run(args: argparse.Namespace, stack: ExitStack) -> dict[str, Any]:
     try:
         for attack in ATTACKS:
             if attack.name in args.attacks:
-                results.append(await measure(attack, target, args, stack))
+                try:
+                    results.append(await measure(attack, target, args, stack))
+                except Exception as err:  # noqa: BLE001  (the bench itself, or what an attack needs, failed: on to the next)
+                    log(f"{attack.name}: could not be run: {type(err).__name__}: {err}")
+                    results.append(not_run(attack, err))
+                    target.suspect = True
     finally:
         await target.stop()
     return {"attacks": results, "servers_started": target.starts, "passed": all(r["passed"] for r in results)}
+
+
+def not_run(attack: Attack, err: Exception) -> dict[str, Any]:
+    """The result of an attack that could not be run (its second server did not start, a package is missing)."""
+    nothing = {"count": 0, "failed": 0, "statuses": {}, "p50_s": None, "p99_s": None, "max_s": None}
+    return {
+        "name": attack.name,
+        "outcome": f"not run: {type(err).__name__}: {str(err)[:300]}",
+        "answers": [],
+        "rss_mib": {"baseline": None, "peak": None, "final": None, "killed_at": None},
+        "describe": nothing,
+        "health": nothing,
+        "real": [],
+        "transcription_slowdown": None,
+        "log_errors": [],
+        "targets": {"answers": False, "memory": False, "describe": False, "health": False, "real": False},
+        "passed": False,
+    }
 
 
 # -- report ---------------------------------------------------------------------------------

@@ -477,6 +477,28 @@ async def test_scheduler_serves_home_assistant_first_and_never_refuses_it(
     assert order == list(range(scheduler.capacity + 2))
 
 
+async def test_no_strangers_call_starts_while_home_assistant_has_one_anywhere(home_assistant: str) -> None:
+    """A model call cannot be interrupted, but one not started can wait: while Home Assistant's call runs in one
+    scheduler (Whisper, say), a stranger's in another (Piper) waits for it, on a free worker, and then runs."""
+    whisper, piper = Scheduler("whisper", workers=1, queue_size=4), Scheduler("piper", workers=1, queue_size=4)
+    order: list[str] = []
+    release = threading.Event()
+    try:
+        with client(home_assistant):
+            home = asyncio.ensure_future(whisper.run(lambda: release.wait(10) and order.append("home")))
+        await asyncio.sleep(0.05)
+        with client("192.0.2.1"):
+            stranger = asyncio.ensure_future(piper.run(order.append, "stranger"))
+        await asyncio.sleep(0.3)
+        assert order == [] and not stranger.done()
+        release.set()
+        await asyncio.gather(home, stranger)
+        assert order == ["home", "stranger"]
+    finally:
+        whisper.close()
+        piper.close()
+
+
 async def test_scheduler_counts_how_its_wait_estimates_compared_with_the_waits() -> None:
     """Each call's time from queued to done over what the scheduler expected when it came, in
     wis_wait_estimate_ratio: calls of 0.2 s, two at a time behind two others, are all within ±30 % of their

@@ -19,7 +19,11 @@ takes the place of the last waiting call of an owner holding at least two more t
 its own (that call is refused as busy: nothing started is cut), and Home Assistant
 takes any stranger's, or a place past the end. One host that queues twenty uploads
 delays Home Assistant's next command by none of them, another client's by one call,
-not twenty, and cannot keep anyone out of the queue.
+not twenty, and cannot keep anyone out of the queue. And while Home Assistant has a
+call waiting or running in any scheduler, no other client's call starts in any (the
+server's own work aside): a model call cannot be interrupted, but one not started can
+wait, and on a small machine the CPU, not the queue, is what Home Assistant would
+otherwise wait for (`_Household`).
 
 A client gives up after a while (a Willow device after 10 s), and work done after
 that is wasted and delays everyone behind it. So each frontend says how long its
@@ -61,6 +65,7 @@ T = TypeVar("T")
 _LOGGER = logging.getLogger(__name__)
 _GIVES_UP: ContextVar[float | None] = ContextVar("gives_up", default=None)  # time.monotonic() the client leaves
 _SMOOTHING = 0.2  # weight of the latest call in the running estimates of call times
+_GATED_POLL = 0.02  # seconds between a held worker's looks at whether Home Assistant's calls are done
 _CAUTION = 2.0  # deviations above the mean a cautious estimate allows for
 
 
@@ -192,9 +197,13 @@ class _Queue:
         self._rounds.setdefault(call.owner, self._now(call.owner))
         self._calls.append(call)
 
+    def next(self) -> _Call:
+        """The call to start next."""
+        return self._ordered()[0][-1]
+
     def pop(self) -> _Call:
         """The call to start next, out of the queue."""
-        call = self._ordered()[0][-1]
+        call = self.next()
         self.remove(call)
         return call
 
@@ -250,6 +259,37 @@ class _Queue:
 def _rank(owner: str) -> int:
     """Home Assistant's calls (0) start before anyone else's (1)."""
     return 0 if shares.trusted(owner) else 1
+
+
+class _Household:
+    """Home Assistant's calls waiting or running, in every scheduler; safe from any thread."""
+
+    def __init__(self) -> None:
+        self._calls = 0
+        self._lock = threading.Lock()
+
+    @property
+    def busy(self) -> bool:
+        return self._calls > 0
+
+    def begin(self, future: Future[Any]) -> None:
+        """A call of Home Assistant's is queued: counted until `future` is done."""
+        with self._lock:
+            self._calls += 1
+        future.add_done_callback(self._end)
+
+    def _end(self, _: Future[Any]) -> None:
+        with self._lock:
+            self._calls -= 1
+
+
+_HOUSEHOLD = _Household()
+
+
+def _holds_back(call: _Call) -> bool:
+    """Whether `call` waits to start because Home Assistant has calls waiting or running: a client's, not Home
+    Assistant's own nor the server's (the wake word rounds serve every stream, its satellites' too)."""
+    return _HOUSEHOLD.busy and call.owner != shares.LOCAL and not shares.trusted(call.owner)
 
 
 class Scheduler:
@@ -355,6 +395,8 @@ class Scheduler:
                 first,
             )
             self._waiting.push(call)
+            if shares.trusted(owner):
+                _HOUSEHOLD.begin(future)
             self._ready.notify()
         if pace is not None:
             pace.admitted = True
@@ -450,8 +492,8 @@ class Scheduler:
             _lower_priority(self.nice)
         while True:
             with self._ready:
-                while not self._waiting and not self._closed:
-                    self._ready.wait()
+                while not self._closed and (not self._waiting or _holds_back(self._waiting.next())):
+                    self._ready.wait(_GATED_POLL if self._waiting else None)
                 if self._closed:
                     return
                 item = self._waiting.pop()
