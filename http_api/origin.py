@@ -154,9 +154,9 @@ def _cross_origin(origin: str) -> ApiError:
 
 
 def _refuse(request: web.Request, err: ApiError) -> web.Response:
-    """The refusal, with nothing of the body read: the connection closes after it."""
+    """The refusal, with nothing of the body parsed: the connection closes after it, once aiohttp has read and dropped
+    what is still coming (for at most its lingering time, 10 s), so that the client reads the answer, not a reset."""
     response = answer(request, err)
     if request.body_exists:
         response.force_close()
-        request.content.feed_eof()
     return response
