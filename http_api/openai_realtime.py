@@ -333,13 +333,14 @@ class RealtimeSession:
     # -- client events ------------------------------------------------------------
 
     async def handle(self, data: bytes, *, text: bool = True) -> None:
-        """A client event: the UTF-8 of its JSON text, or (`text` False) binary data, refused. An append's audio is
-        cut out unparsed (`_cut_audio`); the rest is parsed once its cost is due (what is refused unparsed costs as
-        much as the largest event). A mistake in it is answered with an `error` event."""
+        """A client event: the UTF-8 of its JSON text, or (`text` False) binary data, refused. One over MAX_EVENT_BYTES
+        may only be an append, its audio cut out unparsed (`_cut_audio`); the rest is parsed once its cost is due
+        (what is refused unparsed costs as much as the largest event). A mistake in it is answered with an `error`
+        event."""
         self.last_event = time.monotonic()
         event_id = None
         try:
-            cut = _cut_audio(data) if text else None
+            cut = _cut_audio(data) if text and len(data) > MAX_EVENT_BYTES else None
             parsed = data if cut is None else cut[0]
             await self._parsing.take(
                 max(EVENT_COST, len(parsed)) if text and len(parsed) <= MAX_EVENT_BYTES else MAX_EVENT_BYTES
@@ -351,13 +352,10 @@ class RealtimeSession:
             event = _parse(parsed)
             if isinstance(event.get("event_id"), str):
                 event_id = event["event_id"][:MAX_EVENT_ID_CHARS]
-            if cut is not None and event["type"] == APPEND and event.get("audio") == AUDIO_MARK:
+            if cut is not None:
+                if event["type"] != APPEND or event.get("audio") != AUDIO_MARK:
+                    raise _too_large(len(data))  # the cut was not an append's own audio: too large to read whole
                 event["audio"] = cut[1]
-            elif cut is not None:  # the cut was not an append's own audio: the event is read whole, if it may be
-                if len(data) > MAX_EVENT_BYTES:
-                    raise _too_large(len(data))
-                await self._parsing.take(len(data))
-                event = _parse(data)
             handler = _HANDLERS.get(event["type"])
             if handler is None:
                 raise BadEvent(

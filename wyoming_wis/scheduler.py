@@ -202,19 +202,18 @@ class _Queue:
         return self._ordered()[0][-1]
 
     def pop(self) -> _Call:
-        """The call to start next, out of the queue."""
+        """The call to start next, out of the queue: its owner's next call starts in the next round."""
         call = self.next()
         self.remove(call)
+        if call.owner in self._rounds:
+            self._rounds[call.owner] += 1
         return call
 
     def remove(self, call: _Call) -> None:
-        """Take `call` out of the queue; the owner's round moves on when it started (the first of its calls)."""
-        first = next(key[-1] for key in self._ordered() if key[-1].owner == call.owner)
+        """Take `call` out of the queue (a call refused unstarted: its owner's last to start, or only)."""
         self._calls.remove(call)
         if not any(other.owner == call.owner for other in self._calls):
             del self._rounds[call.owner]
-        elif call is first:
-            self._rounds[call.owner] += 1
 
     def ahead(self, owner: str, deadline: float) -> list[_Call]:
         """The waiting calls that would start before a new one of `owner` with this deadline."""
@@ -230,7 +229,7 @@ class _Queue:
 
         def may_give(call: _Call) -> bool:
             theirs = held[call.owner]
-            return call.first and not shares.trusted(call.owner) and (home or theirs > mine + 1) and theirs > 0
+            return call.first and not shares.trusted(call.owner) and (home or theirs > mine + 1)
 
         places = {call: place for place, (*_, call) in enumerate(self._ordered())}
         return max(filter(may_give, self._calls), key=lambda call: (held[call.owner], places[call]), default=None)
