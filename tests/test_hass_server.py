@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 from fake_hass import TOKEN, FakeHass, serve, until
-from helpers import ROOT, Server, assert_clean_log, load_audio, normalise, start_server, transcribe, wav_bytes
+from helpers import ROOT, Server, assert_clean_log, load_audio, normalise, start_server, transcribe, wav_bytes, wer
 
 BIAS = ROOT / "tests" / "corpus" / "bias"
 READ = re.compile(r"Names from Home Assistant: (\d+) names")
@@ -46,6 +46,13 @@ async def named(data_dir: Path, tmp_path: Path) -> AsyncIterator[tuple[Server, F
         await runner.cleanup()
 
 
+def writes(text: str, reference: str, name: str) -> bool:
+    """The name as the household spells it, and the rest as said but for a word: Whisper base's fitted window
+    reads "fan in Niamh's" as "fan and" on an AVX2 CPU without VNNI (CTranslate2's int8 sums differ there), where
+    faster-whisper's own 30 s window reads "in"; a beam of 1 or 3 reads "in" too. The names are what is tested."""
+    return name.lower() in normalise(text) and wer([reference], [text]) <= 1 / len(reference.split())
+
+
 async def wyoming_text(server: Server, recording: str) -> str:
     async with server.client() as client:
         return (await transcribe(client, load_audio(BIAS / f"{recording}.wav"), language="en")).data["text"]
@@ -57,11 +64,12 @@ async def test_every_frontend_writes_the_households_names_and_a_rename_is_heard_
     server, hass = named
     office = (BIAS / "niamh.txt").read_text()
     heater = (BIAS / "quorvex.txt").read_text()
-    assert normalise(await wyoming_text(server, "niamh")) == normalise(office)
+    text = await wyoming_text(server, "niamh")
+    assert writes(text, office, "Niamh's office"), text
     async with httpx.AsyncClient(base_url=server.http_url, timeout=60) as http:
         files = {"file": ("niamh.wav", wav_bytes(load_audio(BIAS / "niamh.wav")), "audio/wav")}
         answer = await http.post("/v1/audio/transcriptions", files=files, data={"model": "whisper-1", "language": "en"})
-    assert normalise(answer.json()["text"]) == normalise(office), answer.text
+    assert writes(answer.json()["text"], office, "Niamh's office"), answer.text
     before = await wyoming_text(server, "quorvex")
     assert "quorvex" not in before.lower(), before  # not a name of the household yet; the unexposed vault's never
     assert len(READ.findall(server.log)) == 1 and hass.reads == 1  # read once, not per utterance
@@ -70,7 +78,8 @@ async def test_every_frontend_writes_the_households_names_and_a_rename_is_heard_
     await hass.announce("entity_registry_updated", {"action": "update", "entity_id": "switch.heater"})
     took = await until(lambda: len(READ.findall(server.log)) == 2, timeout=5)
     print(f"renamed in Home Assistant, read again {took:.2f} s later")
-    assert normalise(await wyoming_text(server, "quorvex")) == normalise(heater)
+    text = await wyoming_text(server, "quorvex")
+    assert writes(text, heater, "Quorvex heater"), text
     assert hass.reads == 2 and TOKEN not in server.log
     assert server.metric("wis_household_names") == 3  # Niamh's office, Ceiling fan, Quorvex heater (no alias now)
     assert_clean_log(server.log)

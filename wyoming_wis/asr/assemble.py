@@ -8,6 +8,8 @@ it on its own, and `filled` puts its text back between the words around it.
 
 from __future__ import annotations
 
+import functools
+import re
 from dataclasses import dataclass, field, replace
 
 from ..audio import WHISPER_RATE
@@ -15,7 +17,9 @@ from .decoder import Decoded, Logprobs, Options, Segment, TokenLogprob, Word, co
 from .vad import Piece
 
 HEARD_RATE = 0.5  # words a second: a stretch of speech with fewer words in the text than this was left out
+DRAWN = 2.0  # seconds: an aligned word lasting longer was drawn across speech the text left out (said: <= 1.5 s)
 _SPACE = frozenset(b" \t\n\r\x0b\x0c")
+_NOT_A_WORD = re.compile(r"[^\w']+")  # what `plain` drops around and between words
 
 
 @dataclass(frozen=True)
@@ -86,9 +90,11 @@ def unheard(piece: Piece, stretches: list[Piece], result: Decoded) -> list[Piece
     """The stretches of `piece` that its text's words (aligned) leave almost empty: fewer than HEARD_RATE a second.
 
     A stretch left out is not wordless in the alignment: the word before or after it is drawn across it, so
-    words are counted by their middles, and a stretch of a few seconds holding one is still left out.
+    words are counted by their middles, a word lasting longer than DRAWN not at all (one drawn across a
+    German request lasted 3.8 s, its middle inside), and a stretch of a few seconds holding one is still left out.
     """
-    words = [word for segment in segments(result, (piece[1] - piece[0]) / WHISPER_RATE) for word in segment.words]
+    timed = segments(result, (piece[1] - piece[0]) / WHISPER_RATE)
+    words = [word for segment in timed for word in segment.words if word.end - word.start <= DRAWN]
     left_out = []
     for start, end in stretches:
         first, last = (start - piece[0]) / WHISPER_RATE, (end - piece[0]) / WHISPER_RATE
@@ -103,7 +109,9 @@ def filled(piece: Piece, result: Decoded, parts: list[tuple[Piece, Decoded]]) ->
 
     A word goes before a part if it starts before the part does: the word drawn across a left-out stretch
     is the one after it, placed too early. Words said inside the stretch (their middle in it, lasting less
-    than half of it) give way to the part's, which were decoded from the same audio.
+    than half of it) give way to the part's, which were decoded from the same audio; where the part is in
+    another language, only those it says too: the others were placed there too early as well (an English
+    "has" inside a German request).
     """
     seconds = (piece[1] - piece[0]) / WHISPER_RATE
     timed = segments(result, seconds)
@@ -125,7 +133,8 @@ def filled(piece: Piece, result: Decoded, parts: list[tuple[Piece, Decoded]]) ->
     for (start, end), part in parts:
         first, last = (start - piece[0]) / WHISPER_RATE, (end - piece[0]) / WHISPER_RATE
         heard(first)
-        kept = [not _said_inside(word, first, last) for word in words]
+        again = None if part.language == result.language else set(plain(part.text).split())
+        kept = [not (_said_inside(word, first, last) and _said_again(word, again)) for word in words]
         words = [word for word, keep in zip(words, kept, strict=True) if keep]
         tokens = [word for word, keep in zip(tokens, kept, strict=True) if keep]
         out += [segment.shifted(first) for segment in segments(part, last - first)]
@@ -150,6 +159,17 @@ def _tokens_of(words: list[Word], logprobs: list[TokenLogprob]) -> list[Logprobs
     if dealt and at < len(logprobs):
         dealt[-1] += tuple(logprobs[at:])
     return dealt
+
+
+@functools.lru_cache(maxsize=4096)  # a household's names come again in every request
+def plain(text: str) -> str:
+    """`text`'s words alone, casefolded, as a name or a word is compared ("Niamh’s office." is "niamh's office")."""
+    return " ".join(_NOT_A_WORD.sub(" ", text.casefold().replace("\u2019", "'")).split())
+
+
+def _said_again(word: Word, words: set[str] | None) -> bool:
+    """Whether the part's `words` hold `word` (None: the part is in the text's language, and holds it)."""
+    return words is None or set(plain(word.word).split()) <= words
 
 
 def _said_inside(word: Word, first: float, last: float) -> bool:

@@ -215,6 +215,14 @@ class Decoded:
     language_probability: float = 1.0  # how sure detection was (1 when the language was given)
     logprobs: Logprobs = ()  # of `tokens`, if asked for
 
+    @property
+    def mean_logprob(self) -> float:
+        """The text's mean token log-probability: the fitted window's, or the full window's segments' by tokens."""
+        tokens = sum(len(segment.tokens) for segment in self.segments)
+        if not tokens:
+            return self.avg_logprob
+        return sum(segment.avg_logprob * len(segment.tokens) for segment in self.segments) / tokens
+
 
 def window_seconds(seconds: float) -> int:
     steps = math.ceil((seconds + MIN_SILENCE) / WINDOW_STEP)

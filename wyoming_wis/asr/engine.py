@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import difflib
-import functools
 import logging
-import re
 import threading
 import time
 from collections import OrderedDict
@@ -35,7 +33,7 @@ from ..runtime import Placement
 from ..served import WHISPER, Calls, Entry
 from ..values import quote
 from . import assemble
-from .assemble import Transcript
+from .assemble import Transcript, plain
 from .batcher import Batcher, Slot
 from .decoder import Decoded, Decoder, Fitted, Job, Options, Prompt
 from .vad import Piece, SpeechDetector
@@ -53,8 +51,10 @@ MAX_WORD_CHARS = 256  # in one name or term
 PIECE_COST = 1.0  # to decode a piece (its window, the prompt, the first tokens)
 SCORE_COST = 1.0  # to score new audio for speech (a thread hop, the VAD's state)
 MIXED = 0.95  # a piece's language detected less surely than this: it may hold two, and is decoded by stretch
+# A stretch that a piece's text left out, decoded on its own less likely than this, stays out: base reads espeak-ng's
+# German as Thai or Japanese at -0.69 to -0.98 (most below -0.8), and reads it right at -0.34 to -0.75.
+FILLED_MIN_LOGPROB = -0.8
 DEFAULTS = AsrRequest()  # a request that asks for nothing of its own
-_NOT_A_WORD = re.compile(r"[^\w']+")  # what `names_heard` ignores around and between the words of a name
 NEAR_NAME = 0.8  # letters alike (difflib's ratio) of a name written nearly ("Kvarnas heater" for "Kvernhus heater")
 NEAR_NAME_CHARS = 7  # a shorter name is written right or not at all: "sauna" is not nearly "Saunas"
 PROMPT_CACHE = 64  # tokenised prompts kept: the server's own, and the few that each client repeats
@@ -299,7 +299,9 @@ class WhisperEngine:
         """Decode the stretches that the pieces' texts left out on their own, and put their text in place.
 
         Each stretch's language is detected: with a language given, one in another language stays out, as
-        Whisper left it (the request asked for that language only), and one in that language goes in.
+        Whisper left it (the request asked for that language only), and one in that language goes in. A text
+        less likely than FILLED_MIN_LOGPROB stays out too: Whisper on a few seconds of a language it knows
+        little writes another's script at random, and left out, the words are only missing.
         """
         gaps = {piece: found for piece, found in gaps.items() if found}
         every = [gap for found in gaps.values() for gap in found]
@@ -307,7 +309,11 @@ class WhisperEngine:
             return {}
         decoded_apart = await self._decode_pieces(audio, every, replace(options, language=None))
         wanted = options.language
-        kept = {gap: part for gap, part in zip(every, decoded_apart, strict=True) if wanted in (None, part.language)}
+        kept = {
+            gap: part
+            for gap, part in zip(every, decoded_apart, strict=True)
+            if wanted in (None, part.language) and part.mean_logprob >= FILLED_MIN_LOGPROB
+        }
         _LOGGER.debug("Decoded %d stretches of speech that the text left out; %d kept", len(every), len(kept))
         filled = {piece: [(gap, kept[gap]) for gap in found if gap in kept] for piece, found in gaps.items()}
         return {piece: assemble.filled(piece, decoded[piece], parts) for piece, parts in filled.items() if parts}
@@ -405,10 +411,10 @@ def names_heard(text: str, names: Sequence[str], rare: Callable[[str], bool]) ->
     splits: "Nuukfjord", not "lamp") outside a name ("Nuukfjord, Vesle lamp, Nuukfjord, Vesle bensoble" for French
     speech that said none).
     """
-    spoken = _plain(text).split()
+    spoken = plain(text).split()
     free = [True] * len(spoken)  # words not yet part of a name written
     counts: list[int] = []
-    for name in sorted({_plain(name) for name in names} - {""}, key=len, reverse=True):  # "Hyttloft lamp" first
+    for name in sorted({plain(name) for name in names} - {""}, key=len, reverse=True):  # "Hyttloft lamp" first
         size, found = len(name.split()), 0
         near = len(name) >= NEAR_NAME_CHARS and any(rare(part) for part in name.split())
         for at in range(len(spoken) - size + 1):
@@ -419,7 +425,7 @@ def names_heard(text: str, names: Sequence[str], rare: Callable[[str], bool]) ->
     rest = {word for word, unused in zip(spoken, free, strict=True) if unused}
     if not counts or max(counts) > 1 or (sum(counts) > 1 and not rest):
         return False
-    return not any(rare(part) for name in names for part in _plain(name).split() if part in rest)
+    return not any(rare(part) for name in names for part in plain(name).split() if part in rest)
 
 
 def _alike(written: str, name: str, near: bool) -> bool:
@@ -428,11 +434,6 @@ def _alike(written: str, name: str, near: bool) -> bool:
     if not near or abs(len(written) - len(name)) > len(name) // 4:
         return False
     return difflib.SequenceMatcher(None, written, name).ratio() >= NEAR_NAME
-
-
-@functools.lru_cache(maxsize=4096)  # a household's names come again in every request
-def _plain(text: str) -> str:
-    return " ".join(_NOT_A_WORD.sub(" ", text.casefold().replace("\u2019", "'")).split())
 
 
 def _check_bias(names: Sequence[str], terms: Sequence[str], text: str | None) -> None:
