@@ -17,6 +17,7 @@ from wyoming_wis.asr import WhisperEngine
 from wyoming_wis.asr import decoder as decoder_module
 from wyoming_wis.asr.assemble import Transcript
 from wyoming_wis.asr.decoder import Job, Options
+from wyoming_wis.asr.engine import SCORE_STEP
 from wyoming_wis.asr.session import AsrSession, _StableText
 from wyoming_wis.asr.turn import PATIENCE, TurnEnd, TurnLimits
 from wyoming_wis.asr.vad import LEAD, PAD, SpeechDetector
@@ -63,6 +64,29 @@ def test_vad_scored_as_it_arrives_matches_one_pass() -> None:
     assert growing.scored == whole.scored
     assert growing.pieces(len(audio)) == whole.pieces(len(audio))
     assert growing.speech_end() == whole.speech_end()
+
+
+async def test_long_audio_is_scored_in_calls_of_a_bounded_size(
+    engine: WhisperEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model call cannot be interrupted: a 10-minute upload scored in one call held the VAD's worker 2.5 s, and
+    Home Assistant's transcription behind it (5.2x its time under bench/abuse.py's willow-streams). Scored
+    SCORE_STEP at a time, it finds the same speech."""
+    audio = np.concatenate([samples(corpus()[0][0]), silence(50.0), samples(corpus()[1][0])])
+    ends: list[int] = []
+    run = engine.vad.run
+
+    async def counted(function: Callable[..., None], scored: np.ndarray, **costs: object) -> None:
+        ends.append(len(scored))
+        await run(function, scored, **costs)
+
+    monkeypatch.setattr(engine.vad, "run", counted)
+    chunked, whole = SpeechDetector(), SpeechDetector()
+    await engine.score(chunked, audio)
+    whole.update(audio)
+    assert len(ends) >= 3 and ends[-1] == len(audio), ends
+    assert all(0 < end - before <= SCORE_STEP for before, end in zip([0, *ends[:-1]], ends, strict=True)), ends
+    assert chunked.pieces(len(audio)) == whole.pieces(len(audio))
 
 
 def test_silence_around_speech_is_cut_off() -> None:

@@ -50,6 +50,7 @@ MAX_WORD_CHARS = 256  # in one name or term
 # would make a second of audio look many times dearer than it is.
 PIECE_COST = 1.0  # to decode a piece (its window, the prompt, the first tokens)
 SCORE_COST = 1.0  # to score new audio for speech (a thread hop, the VAD's state)
+SCORE_STEP = 30 * WHISPER_RATE  # samples scored in one call at most: 0.13 s of a worker on 2 cores (10 min: 2.5 s)
 MIXED = 0.95  # a piece's language detected less surely than this: it may hold two, and is decoded by stretch
 # A stretch that a piece's text left out, decoded on its own less likely than this, stays out: base reads espeak-ng's
 # German as Thai or Japanese at -0.69 to -0.98 (most below -0.8), and reads it right at -0.34 to -0.75.
@@ -193,8 +194,14 @@ class WhisperEngine:
         return await self.transcribe_pieces(audio, detector, detector.pieces(len(audio)), options=options)
 
     async def score(self, detector: SpeechDetector, audio: np.ndarray) -> None:
-        """Score the speech in `audio` that `detector` has not seen yet, in the VAD's threads."""
-        await self.vad.run(detector.update, audio, cost=(len(audio) - detector.scored) / WHISPER_RATE + SCORE_COST)
+        """Score the speech in `audio` that `detector` has not seen yet, in the VAD's threads, SCORE_STEP at a
+        time: a call cannot be interrupted, and between two of a long upload's, Home Assistant's go first."""
+        while True:
+            end = min(len(audio), detector.scored + SCORE_STEP)
+            cost = (end - detector.scored) / WHISPER_RATE + SCORE_COST
+            await self.vad.run(detector.update, audio[:end], cost=cost)
+            if end == len(audio):
+                return
 
     async def transcribe_pieces(
         self,
