@@ -31,6 +31,8 @@ from aiohttp.streams import StreamReader
 from multidict import MultiDict, MultiDictProxy
 
 from wyoming_wis.budget import Hold
+from wyoming_wis.scheduler import household_first
+from wyoming_wis.shares import current
 from wyoming_wis.values import QUOTE_CHARS, quote
 
 from .errors import ApiError, bad_field
@@ -216,19 +218,23 @@ class _Form:
 
 class _Capped:
     """The body as aiohttp's multipart parser reads it, refused once more than the limit has come: no part of the
-    parser (the preamble before the first boundary included) reads past it."""
+    parser (the preamble before the first boundary included) reads past it. A stranger's body is read no further
+    while Home Assistant's calls run (scheduler.household_first)."""
 
     def __init__(self, content: StreamReader, limit: Limit) -> None:
         self._content = content
         self._limit = limit
+        self._owner = current()
 
     def __getattr__(self, name: str) -> Any:  # at_eof, unread_data: the body's own
         return getattr(self._content, name)
 
     async def read(self, n: int = -1) -> bytes:
+        await household_first(self._owner)
         return self._within(await self._content.read(n))
 
     async def readline(self, **kwargs: Any) -> bytes:
+        await household_first(self._owner)
         return self._within(await self._content.readline(**kwargs))
 
     def _within(self, data: bytes) -> bytes:

@@ -47,6 +47,7 @@ from aiohttp import WSCloseCode, WSMsgType, web
 from wyoming_wis.core import Core, Delta, TokenLogprob
 from wyoming_wis.errors import Busy, WisError
 from wyoming_wis.listening import Failed, Final, Listening, Partial, SpeechStarted, TurnEnded, TurnEvent
+from wyoming_wis.scheduler import household_first
 from wyoming_wis.shares import Place, Slots, owner
 from wyoming_wis.values import quote
 
@@ -160,7 +161,8 @@ async def _serve(session: RealtimeSession, socket: web.WebSocketResponse, outbox
     """The WebSocket's frames into the session until the client goes, or sends no event for `idle` seconds.
 
     Each frame is handled in turn, control frames too (a ping is answered here), each paced by the session, and the
-    loop yields to every other connection between them."""
+    loop yields to every other connection between them; a stranger's event waits while Home Assistant's calls run."""
+    who = owner(session.remote)
     await session.start()
     try:
         while not socket.closed and not outbox.gone:  # (frames still queued from a client gone are not handled)
@@ -173,6 +175,7 @@ async def _serve(session: RealtimeSession, socket: web.WebSocketResponse, outbox
                 await session.error(f"No event for {idle:g} s (--realtime-idle-timeout); closing", "idle_timeout")
                 break
             if message.type in (WSMsgType.TEXT, WSMsgType.BINARY):
+                await household_first(who)
                 await session.handle(message.data, text=message.type == WSMsgType.TEXT)
             elif message.type in (WSMsgType.PING, WSMsgType.PONG):
                 await session.control_frame()

@@ -32,7 +32,8 @@ from wyoming_wis.audio import SAMPLE_WIDTHS, AmrWbDecoder, AudioFormat, write_wa
 from wyoming_wis.core import AsrSession, Transcript
 from wyoming_wis.errors import UnsupportedAudioFormat
 from wyoming_wis.requests import MAX_BEAM_SIZE, AsrRequest, SpeechRequest
-from wyoming_wis.scheduler import patience
+from wyoming_wis.scheduler import household_first, patience
+from wyoming_wis.shares import current
 from wyoming_wis.values import quote
 
 from . import fields
@@ -162,12 +163,14 @@ async def read_device_audio(
 ) -> None:
     """The body as a device streams it, each piece handed on as it arrives: PCM (after a RIFF header, for `wav`) in
     whole frames of its format to `pcm`; AMR-WB decoded in a codec thread (the header's rate is AMR-WB's own, 16 kHz)
-    to `samples`, as 16 kHz float32."""
+    to `samples`, as 16 kHz float32. A stranger's pieces wait while Home Assistant's calls run."""
+    who = current()
     if codec == "amrwb":
         decoder = AmrWbDecoder()
         async for chunk in request.content.iter_any():
             if len(decoded := await in_thread(request, decoder.decode, chunk)):
                 await samples(decoded)
+            await household_first(who)
         if len(decoded := await in_thread(request, decoder.flush)):
             await samples(decoded)
         return
@@ -175,6 +178,7 @@ async def read_device_audio(
     async for chunk in request.content.iter_any():
         if data := framer.take(chunk):
             await pcm(data, audio_format)
+        await household_first(who)
 
 
 async def _save(request: web.Request, session: AsrSession) -> None:

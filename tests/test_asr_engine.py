@@ -15,13 +15,14 @@ from helpers import CORPUS, corpus, load_audio, normalise, pink_noise, wer
 
 from wyoming_wis.asr import WhisperEngine
 from wyoming_wis.asr import decoder as decoder_module
+from wyoming_wis.asr import session as session_module
 from wyoming_wis.asr.assemble import Transcript
 from wyoming_wis.asr.decoder import Job, Options
 from wyoming_wis.asr.engine import SCORE_STEP
 from wyoming_wis.asr.session import AsrSession, _StableText
 from wyoming_wis.asr.turn import PATIENCE, TurnEnd, TurnLimits
 from wyoming_wis.asr.vad import LEAD, PAD, SpeechDetector
-from wyoming_wis.audio import AudioFormat
+from wyoming_wis.audio import NATIVE, AudioFormat
 from wyoming_wis.budget import MemoryBudget
 from wyoming_wis.catalog import Catalog
 from wyoming_wis.requests import AsrRequest
@@ -483,6 +484,36 @@ async def test_a_pause_whose_words_are_unclear_is_not_decoded_again_until_the_en
     assert end.reason == "silence"
     assert standard_passes == [True], standard_passes  # once, after the end
     assert normalise(transcript.text) == "in being comparatively modern"
+
+
+async def test_small_pieces_are_kept_on_the_loop_and_large_ones_in_a_thread(
+    engine: WhisperEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Home Assistant's 64 ms pieces go through no thread, where they queued behind every other stream's, but the
+    first (which sets up the conversion); a piece (or a buffer to grow) past LIGHT_BYTES still does. The audio kept
+    is the same either way."""
+    hops: list[int] = []
+    to_thread = asyncio.to_thread
+
+    async def counted(work: Callable[[], object]) -> object:
+        hops.append(1)
+        return await to_thread(work)
+
+    monkeypatch.setattr(session_module.asyncio, "to_thread", counted)
+    pcm = (samples(CORPUS / "LJ001-0002.flac") * 32767).astype("<i2").tobytes()
+    big = bytes(session_module.LIGHT_BYTES + 2)
+    session = AsrSession(
+        engine, engine.options(AsrRequest()), frontend="test", max_seconds=30, hold=MemoryBudget(1 << 30).hold()
+    )
+    async with session:
+        for at in range(0, len(pcm), 2048):
+            await session.feed(pcm[at : at + 2048], NATIVE)
+        assert hops == [1]
+        await session.feed(big, NATIVE)
+        assert hops == [1, 1]
+        kept = session.audio()
+    assert np.array_equal(kept[: len(pcm) // 2], np.frombuffer(pcm, "<i2") / np.float32(32768))
+    assert len(kept) == (len(pcm) + len(big)) // 2 and not kept[len(pcm) // 2 :].any()
 
 
 def test_the_prompt_holds_whole_names_in_order_within_its_budget(engine: WhisperEngine) -> None:

@@ -44,8 +44,8 @@ from wyoming.tts import Synthesize
 
 from wyoming_wis import metrics
 from wyoming_wis.errors import Busy
-from wyoming_wis.scheduler import Scheduler, patience
-from wyoming_wis.shares import client
+from wyoming_wis.scheduler import Scheduler, household_first, patience
+from wyoming_wis.shares import LOCAL, client
 
 BUDGET_MB = 8  # 131 s of 16 kHz float audio, held at once by all clients; half of it by one address
 MAX_AUDIO_SECONDS = 120  # one session's buffer: up to 121 s, 7.7 MB
@@ -497,6 +497,27 @@ async def test_no_strangers_call_starts_while_home_assistant_has_one_anywhere(ho
     finally:
         whisper.close()
         piper.close()
+
+
+async def test_a_strangers_input_waits_while_home_assistant_has_a_call(home_assistant: str) -> None:
+    """The event loop is shared as the CPU is: a stranger's input (a Wyoming event but `describe`, a Realtime
+    event, a body) is handled no further while Home Assistant's call runs (20 uploads' audio handled meanwhile took
+    most of a core from its transcription); Home Assistant's own input and the server's own work go on."""
+    whisper = Scheduler("whisper", workers=1, queue_size=4)
+    release = threading.Event()
+    try:
+        with client(home_assistant):
+            home = asyncio.ensure_future(whisper.run(release.wait, 10))
+        await asyncio.sleep(0.05)
+        stranger = asyncio.ensure_future(household_first("192.0.2.1"))
+        await asyncio.wait_for(asyncio.gather(household_first(home_assistant), household_first(LOCAL)), 1)
+        await asyncio.sleep(0.3)
+        assert not stranger.done()
+        release.set()
+        await home
+        await asyncio.wait_for(stranger, 1)
+    finally:
+        whisper.close()
 
 
 async def test_scheduler_counts_how_its_wait_estimates_compared_with_the_waits() -> None:

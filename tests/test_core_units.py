@@ -19,7 +19,7 @@ from helpers import corpus, load_audio
 from wyoming_wis.asr import assemble
 from wyoming_wis.asr.batcher import Batcher
 from wyoming_wis.asr.decoder import Decoded, Job, Options, TokenLogprob, Word
-from wyoming_wis.audio import AudioFormat, PcmConverter
+from wyoming_wis.audio import SAMPLE_WIDTHS, WHISPER_RATE, AudioFormat, PcmConverter, mono_resampler, pcm_frame
 from wyoming_wis.catalog import Catalog
 from wyoming_wis.config import Settings
 from wyoming_wis.errors import BadRequest, Busy, CannotStore, UnknownSpeaker, UnsupportedAudioFormat
@@ -49,6 +49,25 @@ def test_conversion_does_not_depend_on_how_audio_is_split() -> None:
     assert abs(len(got) - pcm.seconds * 16000) < 50
     assert len(got) == len(expected)
     assert np.allclose(got, expected, atol=1e-4)
+
+
+@pytest.mark.parametrize("width", SAMPLE_WIDTHS)
+def test_mono_audio_at_16_khz_is_converted_to_the_samples_libswresample_gives(width: int) -> None:
+    """Only the sample format changes, scaled in numpy: the same samples as through FFmpeg, extremes included, and
+    a piece cut mid-sample keeps its bytes for the next."""
+    source = AudioFormat(WHISPER_RATE, width, 1)
+    dtype = np.dtype(np.uint8 if width == 1 else f"<i{width}")
+    limits = np.iinfo(dtype)
+    samples = np.random.default_rng(width).integers(limits.min, limits.max, 20000, dtype=dtype, endpoint=True)
+    samples[:3] = limits.min, limits.max, (int(limits.min) + int(limits.max) + 1) // 2
+    pcm = samples.tobytes()
+    resampler = mono_resampler("flt", WHISPER_RATE)
+    frames = [*resampler.resample(pcm_frame(pcm, source)), *resampler.resample(None)]
+    expected = np.concatenate([frame.to_ndarray()[0] for frame in frames])
+
+    converter = PcmConverter(source)
+    got = np.concatenate([converter.convert(pcm[at : at + 1001]) for at in range(0, len(pcm), 1001)])
+    assert np.array_equal(np.concatenate([got, converter.flush()]), expected)
 
 
 @pytest.mark.parametrize("audio_format", [AudioFormat(16000, 3, 1), AudioFormat(999, 2, 1), AudioFormat(16000, 2, 17)])

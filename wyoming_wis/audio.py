@@ -1,4 +1,4 @@
-"""Audio formats and conversion, all through PyAV (libswresample, libavformat, libavcodec).
+"""Audio formats and conversion through PyAV (libswresample, libavformat, libavcodec).
 
 Whisper wants 16 kHz mono float32; clients send whatever rate, width and channel
 count they have. `PcmConverter` is stateful so audio that arrives in pieces is
@@ -88,11 +88,16 @@ def mono_resampler(sample_format: str, rate: int, frame_size: int | None = None)
 
 
 class PcmConverter:
-    """Convert a stream of PCM bytes in one format to 16 kHz mono float32."""
+    """Convert a stream of PCM bytes in one format to 16 kHz mono float32.
+
+    Mono audio at the rate wanted (Home Assistant's, and most clients') only changes sample format: scaled in
+    numpy, as libswresample scales it, to the same samples. A resampler releases the GIL for each piece, and on a
+    busy server the event loop then waited for it longer than the piece took to convert.
+    """
 
     def __init__(self, source: AudioFormat, rate: int = WHISPER_RATE) -> None:
         self.source = source.validate()
-        self._resampler = mono_resampler("flt", rate)
+        self._resampler = None if source.rate == rate and source.channels == 1 else mono_resampler("flt", rate)
         self._remainder = b""  # bytes of an incomplete frame, kept for the next piece
 
     def convert(self, pcm: bytes) -> np.ndarray:
@@ -101,10 +106,14 @@ class PcmConverter:
         self._remainder = data[usable:]
         if usable == 0:
             return np.zeros(0, dtype=np.float32)
+        if self._resampler is None:
+            return _scaled(data[:usable], self.source.width)
         return self._collect(self._resampler.resample(pcm_frame(data[:usable], self.source)))
 
     def flush(self) -> np.ndarray:
         """Return what the resampler still holds; call once at the end of the stream."""
+        if self._resampler is None:
+            return np.zeros(0, dtype=np.float32)
         return self._collect(self._resampler.resample(None))
 
     @staticmethod
@@ -120,6 +129,15 @@ NATIVE = AudioFormat(WHISPER_RATE, 2, 1)  # 16 kHz 16-bit mono: what Home Assist
 def s16(samples: np.ndarray) -> bytes:
     """Float samples (-1 to 1) as 16-bit PCM."""
     return (np.clip(samples, -1.0, 1.0) * 32767).astype("<i2").tobytes()
+
+
+def _scaled(pcm: bytes, width: int) -> np.ndarray:
+    """Packed mono samples of `width` bytes as float32 from -1 to 1: what libswresample makes of them."""
+    _, dtype = _SAMPLE_FORMATS[width]
+    samples = np.frombuffer(pcm, dtype=dtype).astype(np.float32)
+    if width == 1:  # unsigned, centred on 128
+        samples -= 128
+    return samples * np.float32(2.0 ** (1 - 8 * width))
 
 
 def pcm_frame(pcm: bytes, source: AudioFormat) -> av.AudioFrame:

@@ -51,7 +51,7 @@ from ..core import Core, Heard, SpeechStream, WakeStream
 from ..errors import BadRequest, Busy, ShuttingDown, Timeout, UnknownProgram, WisError
 from ..listening import Failed, Final, Listening, Partial, TurnEvent
 from ..requests import AsrRequest, SpeechRequest, WakeRequest
-from ..scheduler import patience
+from ..scheduler import household_first, patience
 from ..served import ASR
 from ..shares import client, owner
 from ..values import quote
@@ -162,6 +162,8 @@ class WyomingHandler(AsyncEventHandler):
                     if AudioStop.is_type(event.type) or SynthesizeStop.is_type(event.type):
                         break
                     continue
+                if not Describe.is_type(event.type):  # (what health checks and Home Assistant ask: answered at once)
+                    await household_first(self.owner)  # a stranger's work waits while Home Assistant's calls run
                 self._answering = True
                 try:
                     if not await self.handle_event(event):
