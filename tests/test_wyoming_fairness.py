@@ -260,7 +260,10 @@ async def test_uploads_from_one_address_leave_home_assistant_its_place_in_the_qu
     try:
         uploads = [asyncio.create_task(transcribe(connection, minute)) for connection in uploaders]  # type: ignore[arg-type]
         deadline = time.monotonic() + 60
-        while fair.metric("wis_inference_in_progress", engine="whisper", model="tiny.en") != 1:
+        while (  # one decoded, the queue full behind it
+            fair.metric("wis_inference_in_progress", engine="whisper", model="tiny.en") != 1
+            or fair.metric("wis_queue_depth", engine="whisper", model="tiny.en") != QUEUE_SIZE
+        ):
             assert time.monotonic() < deadline and not all(upload.done() for upload in uploads)
             await asyncio.sleep(0.02)
         async with connected(fair, "127.0.0.6") as home:
