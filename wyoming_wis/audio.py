@@ -110,6 +110,11 @@ class PcmConverter:
             return _scaled(data[:usable], self.source.width)
         return self._collect(self._resampler.resample(pcm_frame(data[:usable], self.source)))
 
+    @property
+    def resamples(self) -> bool:
+        """Whether the audio goes through libswresample (a rate or channels to change), not only a scale."""
+        return self._resampler is not None
+
     def flush(self) -> np.ndarray:
         """Return what the resampler still holds; call once at the end of the stream."""
         if self._resampler is None:

@@ -67,8 +67,7 @@ _LIVE_SLACK = 1.0  # seconds of audio a live client may send ahead (buffers, net
 
 OnText = Callable[[str], Awaitable[None]]
 TurnModel = Callable[[np.ndarray], Awaitable[float]]  # the probability that the speaker's turn is complete
-LIGHT_BYTES = 256 * 1024  # memory a piece of audio may move (read, written, copied) to be kept on the event loop
-_RESAMPLER_SLACK = 256  # samples a resampler may give beyond a piece's own: what its filter held back before
+LIGHT_BYTES = 256 * 1024  # bytes a piece of audio and the buffer's growth may copy to be kept on the event loop
 _ARRIVALS = 256  # recent feeds remembered, to tell when the last speech arrived
 TURN_PAD = int(0.2 * WHISPER_RATE)  # silence after speech the turn model hears: as it was trained (and pipecat asks)
 
@@ -153,24 +152,25 @@ class AsrSession:
                 assert self._converter is not None
                 self._keep(self._converter.convert(pcm))
 
-            if not changed and self._light(len(pcm), audio_format):
+            if not changed and self._light(len(pcm)):
                 keep()
             else:
                 await self._in_worker(keep)
         self._arrive()
 
-    def _light(self, size: int, audio_format: AudioFormat) -> bool:
-        """Whether keeping a piece of `size` bytes moves so little memory that a worker thread would cost more.
+    def _light(self, size: int) -> bool:
+        """Whether keeping a piece of `size` bytes is a copy so small that a worker thread would cost more: audio
+        that is only scaled (`PcmConverter.resamples`), under LIGHT_BYTES with the buffer's growth.
 
         A stream's pieces are small (Home Assistant's 64 ms, 2 KiB), and a hop to a thread for each queued them
         behind every other stream's in asyncio's threads, whose handovers of the GIL took longer than the work:
         Home Assistant's 5 s request, 80 pieces, took 1.45 s to be heard while 20 uploads streamed.
         """
-        if self._cleaner is not None:
+        converter = self._converter
+        if self._cleaner is not None or converter is None or converter.resamples:
             return False
-        samples = size // audio_format.bytes_per_frame * WHISPER_RATE // audio_format.rate + _RESAMPLER_SLACK
-        grows = self._samples + samples > len(self._buffer)
-        return size + (self._samples * 4 if grows else 0) <= LIGHT_BYTES
+        grows = self._samples + size // converter.source.width > len(self._buffer)
+        return size + (self._samples * self._buffer.itemsize if grows else 0) <= LIGHT_BYTES
 
     async def feed_samples(self, samples: np.ndarray, *, cleaned: bool = False) -> None:
         """Add audio already at 16 kHz mono float32 (a decoded file), with no conversion on the event loop.
