@@ -73,7 +73,7 @@ from wyoming_wis.errors import UnknownModel, WisError
 from wyoming_wis.listening import Failed, Final, Partial, TurnEnded, TurnEvent
 from wyoming_wis.requests import WakeRequest
 from wyoming_wis.scheduler import patience
-from wyoming_wis.shares import client
+from wyoming_wis.shares import client, owner
 from wyoming_wis.values import quote
 
 from . import ice, messages, sctp
@@ -149,7 +149,7 @@ class Connection:
             if transceiver is not audio[0]:
                 transceiver.direction = "inactive"  # one microphone is listened to; nothing else may pile up
         _survive_bye(audio[0].receiver)
-        sctp.bound(self.pc.sctp, self._overflowed)
+        sctp.bound(self.pc.sctp, owner(self.remote), self._overflowed)
         answer = await self.pc.createAnswer()
         with ice.bound_to(self._limits.ports):
             await self.pc.setLocalDescription(answer)

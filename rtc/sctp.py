@@ -5,6 +5,12 @@ message whose last fragment never comes, or chunks after a TSN that never comes,
 are (an audit's 11.4 MiB message held 29 MiB), and aiortc's work per chunk grows with them. Our own messages wait in
 its queues until the peer acknowledges them: a peer that never sends a SACK has each reply it provokes kept.
 
+While Home Assistant has a call waiting or running, a stranger's next DATA chunk waits
+(`scheduler.household_first`), as its Wyoming or WebSocket events do: eight browsers' pings took a core of event
+loop from its transcription. That holds the peer's whole DTLS receive loop, so its datagrams wait in aioice's
+queue meanwhile, which is unbounded: past MAX_QUEUED the newest are dropped, as a full socket buffer drops them
+(SCTP sends again what was lost).
+
 `bound` holds one association to MAX_HELD each way, as `_survive_bye` (peer.py) handles a receiver: the
 instance's own methods are wrapped, nothing else in the process changes. Its answer names MAX_MESSAGE as the
 most a message may be (aiortc's own is 256 KiB), and a browser sends none larger, so MAX_HELD is room for a
@@ -17,29 +23,35 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from aioice import Connection
 from aiortc import RTCDataChannel
 from aiortc.exceptions import InvalidStateError
 from aiortc.rtcsctptransport import DataChunk, InboundStream, RTCSctpCapabilities, RTCSctpTransport
+
+from wyoming_wis.scheduler import household_first
 
 from .messages import MAX_MESSAGE
 
 MAX_HELD = 4 * MAX_MESSAGE  # bytes held for one peer each way: its messages not yet whole, ours it has not acked
 ITEM_BYTES = 256  # bytes of Python objects a held chunk or message costs besides its data (a DataChunk: 137)
 MAX_STREAMS = 16  # SCTP streams a peer may send on: one per data channel, and a browser's page opens one
+MAX_QUEUED = 64  # a held peer's datagrams waiting in aioice's queue: more than a sender's window and a second of audio
 
 
-def bound(association: RTCSctpTransport, close: Callable[[str], None]) -> None:
-    """Hold `association` (before its answer is made) to MAX_HELD each way and MAX_STREAMS; past them,
-    `close(why)` once."""
-    _Bound(association, close)
+def bound(association: RTCSctpTransport, owner: str, close: Callable[[str], None]) -> None:
+    """Hold `association` (before its answer is made) to MAX_HELD each way and MAX_STREAMS, and its DATA chunks
+    from `owner` (shares.owner) while Home Assistant has a call; past the bounds, `close(why)` once."""
+    _Bound(association, owner, close)
 
 
 class _Bound:
     """The wrapped methods of one association, and whether it has passed its bounds."""
 
-    def __init__(self, association: RTCSctpTransport, close: Callable[[str], None]) -> None:
+    def __init__(self, association: RTCSctpTransport, owner: str, close: Callable[[str], None]) -> None:
         self._association = association
+        self._owner = owner
         self._close = close
+        self._queue_bound = False
         self._window = association._advertised_rwnd  # its receive window before any data: less is held data
         self._over = False
         self._receive_data_chunk = association._receive_data_chunk
@@ -69,6 +81,12 @@ class _Bound:
     async def _receive(self, chunk: DataChunk) -> None:
         if self._over:
             return  # closing: nothing more is taken in
+        if not self._queue_bound:
+            self._queue_bound = True
+            _drop_past(self._association.transport.transport._connection, MAX_QUEUED)
+        await household_first(self._owner)
+        if self._over:
+            return
         streams = self._association._inbound_streams
         if chunk.stream_id not in streams and len(streams) >= MAX_STREAMS:
             self._exceeded(f"it sent on more than {MAX_STREAMS} SCTP streams (a data channel uses one)")
@@ -97,6 +115,17 @@ class _Bound:
             self._close(why)
 
 
+def _drop_past(connection: Connection, most: int) -> None:
+    """Past `most` datagrams waiting in `connection`'s queue, drop the newest (the instance's method wrapped)."""
+    take = connection.data_received
+
+    def data_received(data: bytes, component: int) -> None:
+        if connection._queue.qsize() < most:
+            take(data, component)
+
+    connection.data_received = data_received  # type: ignore[method-assign]
+
+
 # What `bound` relies on in aiortc: fail at import, not at the first connection.
 _METHODS = ("_receive_data_chunk", "_data_channel_send")
 _STATE = ("_advertised_rwnd", "_inbound_streams", "_sack_misordered", "_data_channels", "_data_channel_queue")
@@ -107,3 +136,5 @@ if (
     or "reassembly" not in InboundStream.__init__.__code__.co_names
 ):
     raise ImportError("aiortc changed: RTCSctpTransport's queues or methods are not as rtc/sctp.py expects")
+if not hasattr(Connection, "data_received") or "_queue" not in Connection.__init__.__code__.co_names:
+    raise ImportError("aioice changed: Connection's queue is not as rtc/sctp.py expects")

@@ -13,6 +13,7 @@ association: `send_unended` sends fragments of a message that never ends, and
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fractions
 import io
 import json
@@ -35,6 +36,7 @@ WEBRTC_STRING = 51  # the SCTP payload protocol of a data channel's text message
 IN_FLIGHT = 64  # DATA chunks sent ahead of the peer's acknowledgements, as SCTP's congestion window would allow
 ACK_WAIT = 5.0  # seconds without an acknowledgement after which the peer is taken to have gone
 FLOOD_QUEUE = 1000  # bytes `flood` lets wait in this side's queue: enough to keep the server busy, none lost
+CLOSED_POLL = 0.1  # seconds between `flood`'s looks at whether the channel closed while it waits to send
 
 
 class PlayedTrack(MediaStreamTrack):
@@ -229,13 +231,19 @@ class Client:
 
     async def flood(self, kind: str, count: int) -> int:
         """Send `count` messages of `kind` as fast as the server takes them in (this side's queue kept short, as a
-        page that waits on bufferedAmount); returns how many were sent before the data channel closed."""
+        page that waits for `bufferedamountlow`); returns how many were sent before the data channel closed."""
+        low = asyncio.Event()
+        self.channel.bufferedAmountLowThreshold = FLOOD_QUEUE
+        self.channel.on("bufferedamountlow", low.set)
         for sent in range(count):
             if self.channel.readyState != "open":
                 return sent
             self.send(kind)
-            while self.channel.bufferedAmount > FLOOD_QUEUE and self.channel.readyState == "open":
-                await asyncio.sleep(0.001)
+            if self.channel.bufferedAmount > FLOOD_QUEUE:
+                low.clear()
+                while not low.is_set() and self.channel.readyState == "open":
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(low.wait(), CLOSED_POLL)
         return count
 
     def stop_acknowledging(self) -> None:

@@ -8,8 +8,7 @@ import shutil
 import subprocess
 import sys
 import threading
-from collections.abc import Generator
-from concurrent.futures import CancelledError
+from collections.abc import Callable, Generator
 from pathlib import Path
 
 import numpy as np
@@ -103,7 +102,7 @@ async def test_scheduler_bounds_its_queue_and_frees_slots_when_calls_end() -> No
 
 def test_a_job_cancelled_while_its_worker_decodes_another_frees_the_worker() -> None:
     """A request that goes away (a client gone, a turn judged stale) cancels its jobs. If its worker thread is
-    busy decoding someone else's batch meanwhile, it must come back, not wait for a job that will never be run."""
+    busy decoding another batch meanwhile, it must come back, not wait for a job that will never be run."""
     decoding, release = threading.Event(), threading.Event()
 
     def decode(jobs: list[Job]) -> list[Decoded]:
@@ -113,25 +112,69 @@ def test_a_job_cancelled_while_its_worker_decodes_another_frees_the_worker() -> 
 
     batcher = Batcher(decode, max_batch=8)
     audio = np.zeros(16000, dtype=np.float32)
-    batcher.submit([Job(audio, Options("en", draft=True), ())])  # someone else's, first in the queue
-    mine = batcher.submit([Job(audio, Options("en"), ())])  # another batch key: not in that call
-    told: list[CancelledError] = []
-
-    def work() -> None:
-        try:
-            batcher.process(mine)
-        except CancelledError as err:
-            told.append(err)
-
-    worker = threading.Thread(target=work, daemon=True)
+    mine = batcher.submit([Job(audio, Options("en", draft=True), ()), Job(audio, Options("en"), ())])  # two calls
+    worker = threading.Thread(target=batcher.process, args=(mine,), daemon=True)
     worker.start()
-    assert decoding.wait(5)  # the worker took the oldest job first
+    assert decoding.wait(5)  # the worker decodes the first
     batcher.cancel(mine)
     release.set()
     worker.join(5)
     assert not worker.is_alive()
-    assert len(told) == 1  # and the request hears that its job was dropped
-    assert batcher.process(batcher.submit([Job(audio, Options("en"), ())]))[0].text == "text"  # still serving
+    assert mine[0].decoded.result(0).text == "text"  # taken: decoded all the same
+    assert mine[1].decoded.cancelled()  # and the request hears that its second job was dropped
+    again = batcher.submit([Job(audio, Options("en"), ())])
+    batcher.process(again)
+    assert again[0].decoded.result(0).text == "text"  # still serving
+
+
+def _held_decoder() -> tuple[Callable[[list[Job]], list[Decoded]], threading.Event, threading.Event, list[int]]:
+    """A decode that blocks until released, and records each call's size."""
+    decoding, release, sizes = threading.Event(), threading.Event(), []
+
+    def decode(jobs: list[Job]) -> list[Decoded]:
+        sizes.append(len(jobs))
+        decoding.set()
+        release.wait(5)
+        return [Decoded("text", "en") for _ in jobs]
+
+    return decode, decoding, release, sizes
+
+
+def test_a_worker_whose_jobs_another_worker_decodes_is_given_back_at_once() -> None:
+    """A request whose jobs went into another worker's batch has nothing to decode: its worker returns at once
+    instead of waiting for that batch, so a call that comes meanwhile (Home Assistant's) starts beside it."""
+    decode, decoding, release, sizes = _held_decoder()
+    batcher = Batcher(decode, max_batch=8)
+    audio = np.zeros(16000, dtype=np.float32)
+    first = batcher.submit([Job(audio, Options("en"), ())])
+    second = batcher.submit([Job(audio, Options("en"), ())])  # same call as the first's
+    worker = threading.Thread(target=batcher.process, args=(first,), daemon=True)
+    worker.start()
+    assert decoding.wait(5)
+    assert sizes == [2]
+    assert first[0].paid_by(first) and second[0].paid_by(first)  # the first's worker decodes both
+    assert not second[0].paid_by(second)  # nothing of the second's is left to its own call
+    batcher.process(second)  # returns while the batch is still being decoded
+    assert not second[0].decoded.done()
+    release.set()
+    assert second[0].decoded.result(5).text == "text"
+    worker.join(5)
+
+
+def test_home_assistants_jobs_go_first_and_never_share_a_call_with_a_strangers() -> None:
+    """Its scheduler starts Home Assistant's call first; its worker must then decode Home Assistant's jobs, not
+    the older ones of strangers queued before it, nor take strangers' along (a batch of four takes longer)."""
+    decode, _, release, sizes = _held_decoder()
+    release.set()
+    batcher = Batcher(decode, max_batch=8)
+    audio = np.zeros(16000, dtype=np.float32)
+    strangers = batcher.submit([Job(audio, Options("en"), ()) for _ in range(3)])
+    home = batcher.submit([Job(audio, Options("en"), (), household=True)])
+    batcher.process(home)
+    assert sizes == [1] and home[0].decoded.done()
+    assert not any(slot.decoded.done() for slot in strangers)
+    batcher.process(strangers[:1])
+    assert sizes == [1, 3]  # strangers' jobs still share one call
 
 
 def test_multi_speaker_voice_lists_and_resolves_speakers(tmp_path: Path) -> None:

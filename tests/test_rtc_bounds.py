@@ -25,7 +25,17 @@ import pytest
 from aiortc import RTCConfiguration, RTCIceServer, RTCPeerConnection, RTCSessionDescription
 from aiortc.sdp import SessionDescription
 from faulty_server import MARKER, RTC_CLOSE_FAILURE, SLOW_MARKER, SLOW_SECONDS
-from helpers import ROOT, Server, assert_clean_log, assert_stops_cleanly, start_server
+from helpers import (
+    ROOT,
+    Pcm,
+    Server,
+    assert_clean_log,
+    assert_stops_cleanly,
+    corpus,
+    load_audio,
+    start_server,
+    wav_bytes,
+)
 from hostile_offers import swollen
 from rtc_client import Client, PlayedTrack
 from test_bounds import PeakMemory
@@ -45,6 +55,7 @@ UNENDED = 16 * 2**20  # bytes of a message that never ends: aiortc alone would h
 PINGS = 50_000  # each answered with a pong that a peer acknowledging nothing leaves queued
 MAX_GROWTH_MB = 8  # the server's RSS while a hostile peer is served: what it holds for one is a fraction of a MiB
 DEFAULT_SESSIONS = 16  # --rtc-max-sessions' default
+HELD_S = 0.5  # how long a stranger's ping is seen to wait for Home Assistant's call
 
 
 @pytest.fixture(scope="module")
@@ -366,6 +377,45 @@ async def test_one_address_may_take_every_place_and_an_unused_one_makes_room(
         assert "WebRTC connection of 127.0.0.1: Closed to make room for another client" in running.log
         await wait_sessions(running, DEFAULT_SESSIONS - 1, 10)
     finally:
+        assert running.stop() == 0, running.log
+    assert_clean_log(running.log)
+
+
+async def test_a_strangers_data_channel_waits_while_home_assistant_has_a_call(
+    data_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """While Home Assistant's transcription runs, a stranger's data channel is read no further (eight browsers'
+    pings took a core of event loop from it): a ping sent meanwhile is answered once Home Assistant's call is
+    done, not before; one sent before it is answered at once."""
+    home = "127.0.0.2"
+    running = start_server(
+        ["--data-dir", str(data_dir), "--asr-model", "tiny.en", "--rtc-ports", "any", "--hass-address", home],
+        tmp_path_factory.mktemp("rtc-household"),
+    )
+    speech = Pcm(b"".join(load_audio(path).audio for path, _ in corpus()), 16000, 2, 1)
+    stranger = Client(url(running))
+    try:
+        await stranger.connect()
+        stranger.send("ping")
+        assert await stranger.receive(10) == {"type": "pong"}
+        transport = httpx.AsyncHTTPTransport(local_address=home)
+        async with httpx.AsyncClient(transport=transport, timeout=120) as http:
+            files = {"file": ("speech.wav", wav_bytes(speech), "audio/wav")}
+            transcription = asyncio.ensure_future(
+                http.post(running.http_url + "/v1/audio/transcriptions", files=files, data={"model": "whisper-1"})
+            )
+            labels = {"engine": "whisper", "model": "tiny.en"}
+            while await asyncio.to_thread(running.metric, "wis_inference_in_progress", **labels) != 1:
+                assert not transcription.done(), transcription.result().text
+                await asyncio.sleep(0.02)
+            stranger.send("ping")
+            with pytest.raises(TimeoutError):
+                await stranger.receive(HELD_S)
+            assert not transcription.done()  # Home Assistant's call still runs: the ping was held for it
+            assert (await transcription).status_code == 200
+        assert await stranger.receive(10) == {"type": "pong"}
+    finally:
+        await stranger.close()
         assert running.stop() == 0, running.log
     assert_clean_log(running.log)
 

@@ -23,7 +23,7 @@ import numpy as np
 from faster_whisper import WhisperModel
 from faster_whisper.tokenizer import _LANGUAGE_CODES
 
-from .. import memory
+from .. import memory, shares
 from ..audio import WHISPER_RATE
 from ..catalog import Found
 from ..errors import BadRequest, UnsupportedLanguage
@@ -270,13 +270,15 @@ class WhisperEngine:
         self, audio: np.ndarray, pieces: list[Piece], options: Options, aligned: Sequence[bool]
     ) -> list[Decoded]:
         prompt = (await self._prompt_tokens(options.prompt)).tokens
+        household = shares.trusted(shares.current())
         jobs = [
-            Job(audio[start:end], options, prompt, align=options.words or align)
+            Job(audio[start:end], options, prompt, align=options.words or align, household=household)
             for (start, end), align in zip(pieces, aligned, strict=True)
         ]
         slots = self.batcher.submit(jobs)
         try:
-            return await self.scheduler.run(self.batcher.process, slots, cost=lambda: _left(slots))
+            await self.scheduler.run(self.batcher.process, slots, cost=lambda: _left(slots))
+            return list(await asyncio.gather(*(asyncio.wrap_future(slot.decoded) for slot in slots)))
         except BaseException:
             self.batcher.cancel(slots)
             raise
@@ -404,8 +406,9 @@ def _languages(model: WhisperModel) -> list[str]:
 
 
 def _left(slots: Sequence[Slot]) -> float:
-    """What is left to decode of `slots` (another request's batch may have taken some), in seconds of audio."""
-    return sum(len(slot.job.audio) / WHISPER_RATE + PIECE_COST for slot in slots if not slot.done.is_set())
+    """What is left to decode of `slots` by their own call (another request's batch may have taken some), in
+    seconds of audio."""
+    return sum(len(slot.job.audio) / WHISPER_RATE + PIECE_COST for slot in slots if slot.paid_by(slots))
 
 
 def names_heard(text: str, names: Sequence[str], rare: Callable[[str], bool]) -> bool:
