@@ -67,7 +67,8 @@ suite() {  # suite VENV [PYTEST...]: the main suite on VENV's Python; tests/test
 
 test_tools() {  # from Debian, for the tests: libvo-amrwbenc (AMR-WB, as a Willow device sends it), promtool, chromium, haproxy,
                 # ffmpeg (Home Assistant's TTS converts with it), espeak-ng (recorded commands for tests/ha), strace
-                # (tests/test_egress.py watches the server's every connection)
+                # (tests/test_egress.py watches the server's every connection), iproute2's ss (tests/test_bounds.py reads
+                # the kernel's buffers of the server's connections)
     local missing=()
     ldconfig -p | grep -q libvo-amrwbenc.so.0 || missing+=(libvo-amrwbenc0)
     command -v promtool >/dev/null || missing+=(prometheus)
@@ -76,6 +77,7 @@ test_tools() {  # from Debian, for the tests: libvo-amrwbenc (AMR-WB, as a Willo
     command -v ffmpeg >/dev/null || missing+=(ffmpeg)
     command -v espeak-ng >/dev/null || missing+=(espeak-ng)
     command -v strace >/dev/null || missing+=(strace)
+    command -v ss >/dev/null || missing+=(iproute2)
     [ ${#missing[@]} -eq 0 ] && return
     command -v apt-get >/dev/null || { echo "The tests need ${missing[*]}; install them (apt-get is not here)" >&2; exit 1; }
     local sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"

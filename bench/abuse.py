@@ -1703,8 +1703,7 @@ async def pings_never_read(port: int) -> Reply:
     (its pongs fill the buffers, and it reads nothing while its next answer waits): dropped within --send-timeout
     (and DROP_SLACK_S) of that, or still held. When that comes depends on how fast the server answers and how
     large the kernel lets the buffers grow, so the wait is counted from there, not from the first ping."""
-    reader, writer = await asyncio.open_connection(HOST, port, local_addr=(ATTACKER, 0))
-    writer.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, SLOW_RCVBUF)
+    reader, writer = await asyncio.open_connection(sock=await never_reading(port))
     limit = DEFAULTS.wyoming.send_timeout + DROP_SLACK_S
     began, sent, status = time.monotonic(), 0, "held"
     stalled = began  # when the last write began to wait
@@ -1809,16 +1808,27 @@ def server_holds(server_port: int, client_port: int) -> bool:
     return False
 
 
+async def never_reading(port: int) -> socket.socket:
+    """A connection to `port` from the attacker's address with a small receive buffer (set before connecting:
+    it sizes the TCP window, which a later change does not shrink), that its caller will never read."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, SLOW_RCVBUF)
+        sock.bind((ATTACKER, 0))
+        sock.setblocking(False)
+        await asyncio.get_running_loop().sock_connect(sock, (HOST, port))
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
 async def never_reads(port: int, request: bytes, timeout: float) -> Reply:
     """Send `request` from a socket with a small receive buffer that is never read; how long the server keeps
     the connection open."""
     loop = asyncio.get_running_loop()
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock = await never_reading(port)
     try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, SLOW_RCVBUF)  # before connecting: the window scale
-        sock.bind((ATTACKER, 0))
-        sock.setblocking(False)
-        await loop.sock_connect(sock, (HOST, port))
         await loop.sock_sendall(sock, request)
         began, client_port = time.perf_counter(), sock.getsockname()[1]
         while not server_holds(port, client_port):  # until the server has accepted it

@@ -19,6 +19,7 @@ from aiohttp.http_exceptions import HttpProcessingError
 
 from wyoming_wis.config import HttpSettings
 from wyoming_wis.core import Core
+from wyoming_wis.memory import cap_receive_buffers
 
 from . import (
     bodies,
@@ -124,6 +125,8 @@ async def start(app: web.Application, host: str, port: int) -> web.AppRunner:
     runner = connections.Runner(app, access_log=None, shutdown_timeout=SHUTDOWN_SECONDS, **limits.server_options(app))
     await runner.setup()
     tls = app.get(security.SSL_CONTEXT)
-    await web.TCPSite(runner, host, port, ssl_context=tls).start()
+    site = web.TCPSite(runner, host, port, ssl_context=tls)
+    await site.start()
+    cap_receive_buffers(site._server.sockets if site._server else ())  # aiohttp names no accessor for them
     _LOGGER.info("HTTP API listening on %s://%s:%s", "https" if tls else "http", host, port)
     return runner

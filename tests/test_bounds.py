@@ -10,6 +10,7 @@ import asyncio
 import io
 import re
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -44,6 +45,7 @@ from wyoming.tts import Synthesize
 
 from wyoming_wis import metrics
 from wyoming_wis.errors import Busy
+from wyoming_wis.memory import RECEIVE_BUFFER_BYTES
 from wyoming_wis.scheduler import Scheduler, household_first, patience
 from wyoming_wis.shares import LOCAL, client
 
@@ -317,6 +319,37 @@ async def test_a_client_that_stops_reading_speech_is_cut_off(bounded: Server) ->
     async with AsyncTcpClient(bounded.host, bounded.port) as client:
         await client.write_event(Describe().event())
         assert (await read_until(client, "info", timeout=10))[-1].type == "info"
+
+
+def receive_buffers(port: int) -> list[int]:
+    """The kernel receive buffer sizes of the server's connections on `port`, as `ss` reads them."""
+    shown = subprocess.run(
+        ["ss", "-tmnH", "state", "established", f"( sport = :{port} )"], capture_output=True, text=True, check=True
+    ).stdout
+    return [int(size) for size in re.findall(r"\brb(\d+)", shown)]
+
+
+async def test_a_connections_kernel_receive_buffer_is_fixed(bounded: Server) -> None:
+    """Linux grows a connection's receive buffer up to 32 MB (tcp_rmem) for a client that sends faster than it is
+    read: memory no limit of ours counts, where a client's next message waits behind all it queued (a Realtime
+    client's keepalive ping behind 80 s of audio read at twice real time). Wyoming's and HTTP's are fixed."""
+    http_port = int(bounded.http_url.rsplit(":", 1)[1])
+    pings = b"".join(b'{"type": "ping", "data": {"text": "%d"}}\n' % n for n in range(4096))
+    wyoming_reader, wyoming = await asyncio.open_connection(bounded.host, bounded.port)
+    _, http = await asyncio.open_connection(bounded.host, http_port)
+    answers = asyncio.ensure_future(wyoming_reader.read(-1))  # the pongs, read as they come
+    try:
+        http.write(b"GET /health HTTP/1.1\r\nHost: a\r\n\r\n")  # and kept alive
+        for _ in range(64):  # 10 MB of pings, taken as fast as the server answers them
+            wyoming.write(pings)
+            await wyoming.drain()
+        for port in (bounded.port, http_port):
+            sizes = await asyncio.to_thread(receive_buffers, port)
+            assert sizes and all(size == 2 * RECEIVE_BUFFER_BYTES for size in sizes), (port, sizes)  # Linux: twice
+    finally:
+        answers.cancel()
+        wyoming.close()
+        http.close()
 
 
 # -- waits a client would give up on -----------------------------------------------------------------------------------

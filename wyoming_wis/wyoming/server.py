@@ -26,7 +26,7 @@ from wyoming.server import AsyncEventHandler, AsyncServer, AsyncTcpServer, Async
 
 from ..config import WyomingSettings
 from ..errors import Busy
-from ..memory import cap_send_buffer
+from ..memory import cap_receive_buffers, cap_send_buffer
 from ..shares import make_room, owner
 from .handler import WyomingHandler, host_of, send
 
@@ -113,7 +113,10 @@ class TcpServer(_Limits, AsyncTcpServer):
 
     async def start(self, handler_factory: HandlerFactory) -> None:
         callback = partial(self._handler_callback, handler_factory)
-        self._server = await asyncio.start_server(callback, host=self.host, port=self.port, limit=self.line_bytes)
+        self._server = await asyncio.start_server(
+            callback, host=self.host, port=self.port, limit=self.line_bytes, start_serving=False
+        )
+        cap_receive_buffers(self._server.sockets)
         await self._server.start_serving()
 
 
