@@ -51,7 +51,6 @@ class _Bound:
         self._association = association
         self._owner = owner
         self._close = close
-        self._queue_bound = False
         self._window = association._advertised_rwnd  # its receive window before any data: less is held data
         self._over = False
         self._receive_data_chunk = association._receive_data_chunk
@@ -59,6 +58,7 @@ class _Bound:
         association._receive_data_chunk = self._receive  # type: ignore[method-assign]
         association._data_channel_send = self._send  # type: ignore[method-assign]
         association.getCapabilities = self._capabilities  # type: ignore[method-assign]
+        _drop_past(association.transport.transport._connection, MAX_QUEUED)  # its ICE connection's datagrams
 
     def unread(self) -> int:
         """Bytes held for messages the peer has not finished or that came out of order."""
@@ -81,9 +81,6 @@ class _Bound:
     async def _receive(self, chunk: DataChunk) -> None:
         if self._over:
             return  # closing: nothing more is taken in
-        if not self._queue_bound:
-            self._queue_bound = True
-            _drop_past(self._association.transport.transport._connection, MAX_QUEUED)
         await household_first(self._owner)
         if self._over:
             return
