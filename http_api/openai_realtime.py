@@ -158,12 +158,26 @@ async def realtime(request: web.Request) -> web.StreamResponse:
 
 
 async def _serve(session: RealtimeSession, socket: web.WebSocketResponse, outbox: _Outbox, idle: float) -> None:
-    """The WebSocket's frames into the session until the client goes, or sends no event for `idle` seconds.
-
-    Each frame is handled in turn, control frames too (a ping is answered here), each paced by the session, and the
-    loop yields to every other connection between them; a stranger's event waits while Home Assistant's calls run."""
-    who = owner(session.remote)
+    """The WebSocket's frames into the session (`_read`) until the client goes, sends no event for `idle` seconds,
+    or the session is ended: then at once, whatever it was waiting for (its pace, a decode), so that a session
+    closed to make room gives its place and memory to the newcomer, not after the frames its client had queued."""
     await session.start()
+    reading = asyncio.create_task(_read(session, socket, outbox, idle))
+    outbox.reading = reading
+    try:
+        await asyncio.wait([reading])
+        if not reading.cancelled():
+            reading.result()  # (its error, if any)
+    finally:
+        reading.cancel()
+        session.close()
+        await outbox.close()
+
+
+async def _read(session: RealtimeSession, socket: web.WebSocketResponse, outbox: _Outbox, idle: float) -> None:
+    """Each frame in turn, control frames too (a ping is answered here), each paced by the session; the loop yields
+    to every other connection between them, and a stranger's event waits while Home Assistant's calls run."""
+    who = owner(session.remote)
     try:
         while not socket.closed and not outbox.gone:  # (frames still queued from a client gone are not handled)
             left = session.last_event + idle - time.monotonic()
@@ -189,9 +203,6 @@ async def _serve(session: RealtimeSession, socket: web.WebSocketResponse, outbox
             await asyncio.sleep(0)  # the next buffered frame waits for every other connection's turn
     except ConnectionError:
         pass  # the client left, or stopped reading
-    finally:
-        session.close()
-        await outbox.close()
 
 
 class _Outbox:
@@ -202,6 +213,7 @@ class _Outbox:
         self._socket = socket
         self._request = request
         self._seconds = request.app[SEND_TIMEOUT]
+        self.reading: asyncio.Task[None] | None = None  # the session's frames (`_read`), stopped by `close`
 
     async def event(self, payload: str) -> None:
         """A server event's JSON (the session's `Send`)."""
@@ -215,7 +227,10 @@ class _Outbox:
     async def close(self) -> None:
         """End the WebSocket: where the client has not (its close frame was answered as it came), with our close
         frame, not waiting for its answer. aiohttp's `close` would wait up to 10 s for it, reading whatever comes
-        before it in a loop that yields only between socket reads: 16 sessions flooding pings held the loop 11 s."""
+        before it in a loop that yields only between socket reads: 16 sessions flooding pings held the loop 11 s.
+        No more of the client's frames is handled."""
+        if self.reading is not None:
+            self.reading.cancel()
         if not self._socket.closed:
             with suppress(ConnectionError):
                 await self.send(CLOSE_FRAME, WSMsgType.CLOSE)
@@ -322,8 +337,10 @@ class RealtimeSession:
         return self._began
 
     def end(self, why: WisError) -> None:
-        """Tell the client why its session ends (its place given to another's), then end its transport."""
+        """Tell the client why its session ends (its place given to another's), then end its transport. Its turns
+        are dropped at once: the memory they held is the newcomer's."""
         if self._ending is None:
+            self.close()
             self._ending = asyncio.create_task(self._end(why))
 
     async def _end(self, why: WisError) -> None:

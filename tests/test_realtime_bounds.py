@@ -206,6 +206,35 @@ async def test_sessions_that_send_no_event_lock_no_one_out(realtime: Server) -> 
         assert told and "Closed to make room for another client" in told[0]["error"]["message"], told
 
 
+def test_a_session_closed_to_make_room_gives_its_memory_to_the_newcomer(data_dir: Path, tmp_path: Path) -> None:
+    """A session paced behind a long append (here 60 s of G.711: 25 s of pacing), more of its client's frames
+    queued, kept the memory it held until its end task had run: a newcomer that took its place was refused by the
+    memory budget first (three of 16 sessions in bench/abuse.py's realtime-fast-appends). Its turn's audio is the
+    newcomer's at once: with one place and 11 MB, the newcomer's session opens, and the closed one is told why."""
+    flags = ["--realtime-max-sessions", "1", "--memory-budget-mb", "11", "--asr-model", "tiny.en"]
+    running = start_server(["--data-dir", str(data_dir), *flags], tmp_path)
+    try:
+        asyncio.run(_made_room(running))
+    finally:
+        assert_stops_cleanly(running)
+
+
+async def _made_room(server: Server) -> None:
+    update = {"type": "transcription", "audio": {"input": {"format": {"type": "audio/pcmu"}, "turn_detection": None}}}
+    append = {"type": "input_audio_buffer.append", "audio": base64.b64encode(b"\xff" * 480_000).decode()}  # 60 s
+    async with raw_session(server.host, server.http_port, ATTACKERS[1]) as (reader, writer):
+        writer.write(b"".join(frame(json.dumps(event).encode()) for event in (update, append, append)))
+        deadline = time.monotonic() + 30
+        while (server.metric("wis_memory_budget_used_bytes") or 0) < RECEIVE_ALLOWANCE + 2**20:
+            assert time.monotonic() < deadline, "the first append's audio was never counted"
+            await asyncio.sleep(0.2)
+        await asyncio.sleep(IDLE_AFTER_SECONDS)
+        async with session(server, "127.0.0.4"):
+            pass  # (a 429 fails `ws_connect`)
+        told = await asyncio.wait_for(reader.read(1 << 16), 5)
+        assert b"Closed to make room for another client" in told, told
+
+
 # -- control frames ------------------------------------------------------------------------------------------------
 
 
