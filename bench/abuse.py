@@ -1210,7 +1210,8 @@ async def realtime_frame(http: aiohttp.ClientSession, url: str) -> Reply:
             message = await socket.receive(timeout=ANSWER_S)
         except ConnectionError:
             return Reply("error:closed", "the server closed the connection while the frame was sent")
-        return Reply("error:message-too-big" if socket.close_code == 1009 else str(message.type), str(message.data))
+        too_big = socket.close_code == 1009 or (message.type == aiohttp.WSMsgType.CLOSE and message.data == 1009)
+        return Reply("error:message-too-big" if too_big else str(message.type), str(message.data))
 
 
 async def realtime_transcription(http: aiohttp.ClientSession, url: str) -> Reply:
