@@ -35,6 +35,7 @@ from .asr import AsrSession, Transcript
 from .audio import WHISPER_RATE, AudioFormat
 from .errors import Busy, WisError
 from .requests import AsrRequest, Frontend
+from .scheduler import patience_from_now
 
 if TYPE_CHECKING:
     from .core import Core
@@ -283,7 +284,8 @@ class Listening:
         start = turn.start / WHISPER_RATE
         await self._emit(TurnEnded(turn.number, by, reason, start, start + until / WHISPER_RATE, ended))
         answer = self._answer(turn, ended, self._last_answer, request)
-        task = self._last_answer = asyncio.create_task(answer)
+        with patience_from_now():  # the turn's own deadline: its client waits for its transcript from its end
+            task = self._last_answer = asyncio.create_task(answer)
         self._answers.add(task)
         task.add_done_callback(self._answered)
         return task

@@ -35,6 +35,8 @@ refused as busy at once, and one that a worker reaches too late to finish in tim
 is the expected wait, not a cautious one: a client refused at 18 s that would have
 been answered in 4 s (one in eight at four clients, before) lost its answer for
 nothing, where one admitted and late is dropped before it costs a worker anything.
+A listener's patience runs from each turn's end (`patience_from_now`, listening.py), not from when it connected:
+a Realtime session older than --http-max-wait had every turn that queued refused.
 
 An engine whose work may wait for others' (the turn model) runs its workers at a lower CPU priority (`nice`),
 so that on a busy CPU the threads a client is waiting on go first.
@@ -64,7 +66,8 @@ from .pipe import Pipe
 
 T = TypeVar("T")
 _LOGGER = logging.getLogger(__name__)
-_GIVES_UP: ContextVar[float | None] = ContextVar("gives_up", default=None)  # time.monotonic() the client leaves
+# When the client leaves (time.monotonic()), and how long it waits from when that was set
+_GIVES_UP: ContextVar[tuple[float, float] | None] = ContextVar("gives_up", default=None)
 _SMOOTHING = 0.2  # weight of the latest call in the running estimates of call times
 _GATED_POLL = 0.02  # seconds between a held worker's looks at whether Home Assistant's calls are done
 _CAUTION = 2.0  # deviations above the mean a cautious estimate allows for
@@ -74,11 +77,20 @@ _CAUTION = 2.0  # deviations above the mean a cautious estimate allows for
 def patience(seconds: float | None) -> Iterator[None]:
     """Calls made inside (and in tasks started inside) are for a client that gives up `seconds` from now,
     whatever stages (scoring speech, decoding it) its answer passes through."""
-    token = _GIVES_UP.set(None if seconds is None else time.monotonic() + seconds)
+    token = _GIVES_UP.set(None if seconds is None else (time.monotonic() + seconds, seconds))
     try:
         yield
     finally:
         _GIVES_UP.reset(token)
+
+
+@contextmanager
+def patience_from_now() -> Iterator[None]:
+    """The caller's patience, counted again from now: a listener waits for each turn's transcript from that turn's
+    end, however long ago it connected or sent the event that opened the turn."""
+    current = _GIVES_UP.get()
+    with patience(None if current is None else current[1]):
+        yield
 
 
 @dataclass
@@ -371,7 +383,7 @@ class Scheduler:
         once running it finishes in its thread, and its slot is freed only then.
         """
         now = time.monotonic()
-        gives_up = _GIVES_UP.get()
+        gives_up = None if (patient := _GIVES_UP.get()) is None else patient[0]
         owner = shares.current()
         if pace is not None:
             deadline = pace.started + (pace.seconds if at is None else at)
