@@ -169,9 +169,8 @@ async def _serve(session: RealtimeSession, socket: web.WebSocketResponse, outbox
         if not reading.cancelled():
             reading.result()  # (its error, if any)
     finally:
-        reading.cancel()
         session.close()
-        await outbox.close()
+        await outbox.close()  # (which stops `reading`, where the caller was cancelled)
 
 
 async def _read(session: RealtimeSession, socket: web.WebSocketResponse, outbox: _Outbox, idle: float) -> None:

@@ -58,7 +58,7 @@ from concurrent.futures import Future
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from . import metrics, shares
 from .errors import Busy
@@ -66,18 +66,24 @@ from .pipe import Pipe
 
 T = TypeVar("T")
 _LOGGER = logging.getLogger(__name__)
-# When the client leaves (time.monotonic()), and how long it waits from when that was set
-_GIVES_UP: ContextVar[tuple[float, float] | None] = ContextVar("gives_up", default=None)
 _SMOOTHING = 0.2  # weight of the latest call in the running estimates of call times
 _GATED_POLL = 0.02  # seconds between a held worker's looks at whether Home Assistant's calls are done
 _CAUTION = 2.0  # deviations above the mean a cautious estimate allows for
+
+
+class _Patience(NamedTuple):
+    gives_up: float  # time.monotonic() when the client leaves
+    seconds: float  # how long it waits, from when this was set
+
+
+_GIVES_UP: ContextVar[_Patience | None] = ContextVar("gives_up", default=None)
 
 
 @contextmanager
 def patience(seconds: float | None) -> Iterator[None]:
     """Calls made inside (and in tasks started inside) are for a client that gives up `seconds` from now,
     whatever stages (scoring speech, decoding it) its answer passes through."""
-    token = _GIVES_UP.set(None if seconds is None else (time.monotonic() + seconds, seconds))
+    token = _GIVES_UP.set(None if seconds is None else _Patience(time.monotonic() + seconds, seconds))
     try:
         yield
     finally:
@@ -89,7 +95,7 @@ def patience_from_now() -> Iterator[None]:
     """The caller's patience, counted again from now: a listener waits for each turn's transcript from that turn's
     end, however long ago it connected or sent the event that opened the turn."""
     current = _GIVES_UP.get()
-    with patience(None if current is None else current[1]):
+    with patience(None if current is None else current.seconds):
         yield
 
 
@@ -383,7 +389,7 @@ class Scheduler:
         once running it finishes in its thread, and its slot is freed only then.
         """
         now = time.monotonic()
-        gives_up = None if (patient := _GIVES_UP.get()) is None else patient[0]
+        gives_up = None if (patient := _GIVES_UP.get()) is None else patient.gives_up
         owner = shares.current()
         if pace is not None:
             deadline = pace.started + (pace.seconds if at is None else at)
