@@ -6,15 +6,21 @@ is a `COMMAND` may end at once; one that is a `PREFIX` (its last words begin a l
 room" where "Living Room Lamp" is a name; or a sentence stops before its end: "set a timer for") is not over until
 the long silence; `UNKNOWN` says nothing either way, and the sound decides.
 
-A `Commands` is built once per language and reading of the names (a few hundred ms for the first language) and
-judges a text in milliseconds; it holds the GIL while it does, so callers run it in a worker thread.
+A `Commands` is built once per language and reading of the names (0.4-1.4 s with its first judgement) and judges
+a text in milliseconds, holding the GIL; `Sentences` keeps one per language for the household of the moment, builds
+and judges in its one thread, and never makes a turn wait for a build: until its language is built a turn is judged
+on its sound alone.
 """
 
 from __future__ import annotations
 
+import asyncio
 import enum
+import logging
 import re
+import threading
 from collections.abc import Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +30,7 @@ from home_assistant_intents import get_intents
 from ..household import Household
 from ..values import quote
 
+_LOGGER = logging.getLogger(__name__)
 _PREFIX_INTENT = "_prefix"  # the one intent of the sentences' prefixes
 _OPENERS, _CLOSERS = "([{<", ")]}>"
 MAX_RULE_DEPTH = 4  # rules within rules written out (`_written_out`)
@@ -97,6 +104,64 @@ class Commands:
                 if words[-size:] == name[:size]:
                     return True
         return False
+
+
+class Sentences:
+    """Each language's `Commands` for the household of the moment (see the module's docstring)."""
+
+    def __init__(self) -> None:
+        self._household = Household()
+        self._built: dict[str, Commands | None] = {}  # None: Home Assistant has no sentences in that language
+        self._building: dict[str, Future[Commands | None]] = {}
+        self._lock = threading.Lock()
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix="sentences")
+
+    def prepare(self, language: str) -> None:
+        """Build `language`'s sentences in the thread, if they are not built or being built."""
+        with self._lock:
+            if language not in self._built and language not in self._building:
+                self._building[language] = self._thread.submit(self._build, language, self._household)
+
+    def set_household(self, household: Household) -> None:
+        """A new reading of the names: every language built so far is built again with them, judged meanwhile with
+        the names before."""
+        with self._lock:
+            self._household = household
+            languages = list(self._built)
+        for language in languages:
+            self._thread.submit(self._build, language, household)
+
+    async def judge(self, text: str, language: str | None) -> bool | None:
+        """Whether a turn's words are a whole command (True), stop short of a name or a sentence (False), or
+        neither (None), as `Commands.judge` says; None too where `language`'s sentences are not built yet (they are
+        then built) or do not exist."""
+        commands = None if language is None else self._built.get(language)
+        if commands is None:
+            if language is not None:
+                self.prepare(language)
+            return None
+        verdict = (await asyncio.wrap_future(self._thread.submit(commands.judge, text))).verdict
+        return {Verdict.COMMAND: True, Verdict.PREFIX: False}.get(verdict)
+
+    def close(self) -> None:
+        self._thread.shutdown(wait=False, cancel_futures=True)
+
+    def _build(self, language: str, household: Household) -> Commands | None:
+        """In the thread: `language`'s sentences with `household`'s names, judged once (`warm`)."""
+        try:
+            commands: Commands | None = Commands(language, household)
+        except LookupError:
+            commands = None
+        except Exception:
+            _LOGGER.exception("Could not build Home Assistant's sentences in %s", quote(language))
+            commands = None
+        if commands is not None:
+            commands.warm()
+        with self._lock:
+            if household is self._household or language not in self._built:
+                self._built[language] = commands
+            self._building.pop(language, None)
+        return commands
 
 
 def _words(text: str) -> list[str]:
