@@ -8,7 +8,8 @@ words to listen for, a list or comma-separated; none: okay_nabu) and
 since `wake`, `probability`) as soon as a wake word is heard, `not-detected`
 at `wake-stop` if none was, `pong`,
 `partial` (`obj.text`: all the stable text so far), `turn-end` (hands-free: the
-server ended the turn, `obj.reason`; its `infer` follows), `infer` (`obj`:
+server ended the turn, `obj.reason`: command, complete, silence, max-speech or
+no-speech; its `infer` follows), `infer` (`obj`:
 `text`, `language`, `audio_duration` and `infer_time` in ms, `model`), `log`
 (`message`) and `error` (`message`, and `obj.code`: a core error code or one of
 the codes below).

@@ -94,6 +94,13 @@ def test_tiers_put_rooms_in_use_first_then_devices_people_name_then_the_rest() -
         named_entities=("Nuukfjord heater", "Vindkast", "Belax window", "window light"),  # by entity id
         other_places=("Cellar", "Kjeller"),
         other_entities=("Kveldsro humidity",),
+        domains=(
+            ("Nuukfjord heater", "climate"),
+            ("Vindkast", "fan"),
+            ("Belax window", "light"),
+            ("window light", "light"),  # an alias: its entity's
+            ("Kveldsro humidity", "sensor"),
+        ),
     )
     assert household.names[0] == "Hyttloft" and "Secret vault" not in household.names
     assert "Gone lamp" not in household.names  # disabled: gone, and its area (the cellar) is not in use

@@ -444,7 +444,7 @@ def test_hands_free_shows_each_sentence_when_the_speaker_pauses(context: Browsin
     heard = " ".join(final.get_attribute("data-final") or "" for final in shown)
     assert len(shown) >= 2 and wer([f"{SPOKEN_TEXT} {SECOND_TEXT}"], [heard]) < 0.15, heard
     for final in shown:
-        assert final.get_attribute("data-ended-by") in ("complete", "silence"), final.inner_text()
+        assert final.get_attribute("data-ended-by") in ("command", "complete", "silence"), final.inner_text()
         assert 0 < int(final.get_attribute("data-latency") or 0) < 10_000
         assert "from the last word" in final.locator(".timing").inner_text()
     page.screenshot(path=tmp_path / "hands-free.png", full_page=True)

@@ -179,7 +179,7 @@ async def test_turn_ends_on_our_transcript_without_audio_stop(server: Server, co
     def ended() -> float:
         counts = (
             server.metric("wis_asr_after_last_speech_seconds_count", frontend="wyoming", reason=reason)
-            for reason in ("complete", "silence")
+            for reason in ("command", "complete", "silence")
         )
         return sum(count or 0 for count in counts)
 
@@ -190,6 +190,24 @@ async def test_turn_ends_on_our_transcript_without_audio_stop(server: Server, co
     assert not result.sent_audio_stop, result  # our transcript ended the upload
     assert result.wait < 1.5, result  # not the 8 s of silence, nor a timer Home Assistant no longer runs
     assert result.events[-1].type == "transcript", result.events
+
+
+async def test_a_command_home_assistant_understands_ends_the_turn_at_once(server: Server) -> None:
+    """Words Home Assistant's own sentence matcher recognises as a whole command (here one of its generic intents:
+    no names are read) end the turn at its first look at the pause, not after the 0.7 s a whole-sounding pause must
+    otherwise last (turns/commands.py), although the last word, short and soft, may look made up (it begins 0.07 s
+    before the speech's end); the transcript is what the whole audio gives."""
+    speech = await say(server, "What time is it?")
+
+    def by_command() -> float:
+        return server.metric("wis_asr_after_last_speech_seconds_count", frontend="wyoming", reason="command") or 0
+
+    await home_assistant(server, speech, silence=8.0)  # (the language's sentences are built on first use)
+    before = by_command()
+    result = await home_assistant(server, speech, silence=8.0)
+    assert by_command() == before + 1, result
+    assert same_words(result.text, await heard_whole(server, speech)), result
+    assert not result.sent_audio_stop, result
 
 
 async def test_a_pause_inside_a_command_does_not_end_it(server: Server) -> None:

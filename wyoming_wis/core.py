@@ -53,6 +53,7 @@ from .tts import Piece, PiperEngine, SpeechCache, SpeechParams, SpeechStream
 from .tts.phrasing import SAYABLE
 from .tts.stream import SpeechEngine
 from .tts.voices import VOICE_NAME, XTTS, Voice, VoiceRegistry, check_name
+from .turns.commands import Sentences
 from .values import quote
 from .wake import Heard, WakeEngine, WakeModels, WakeStream
 from .wake.engine import OnHeard
@@ -114,6 +115,7 @@ class Core:
         self.settings = settings
         self._hass_token = hass_token  # None: names from Home Assistant are off, and no connection is made
         self.household = Household()  # its names, as last read; every transcription's prompt holds what fits
+        self.sentences = Sentences()  # Home Assistant's, with those names: a turn that is a whole command ends at once
         self.suppressor = suppressor  # --noise-suppression: cleans every ASR session's audio
         self.wake = wake  # None: --wake-model none
         self.runtime = runtime
@@ -206,6 +208,8 @@ class Core:
         )
         for engine in core.engines:
             engine.warm_up()
+        if language is not None:
+            core.sentences.prepare(language)  # in its thread, meanwhile: the first judgement costs 0.4-1.4 s
         _LOGGER.info(
             "Loaded Whisper %s and voices %s on %s (%s) in %.1f s",
             ", ".join(core.asr),
@@ -254,6 +258,8 @@ class Core:
         """
         decoding = self.resolve(request)
         asr = self.settings.asr
+        if request.end_of_turn and request.language:
+            self.sentences.prepare(request.language)  # built by the turn's first pause, where not yet
         return AsrSession(
             self.asr[decoding.model],
             decoding.options,
@@ -266,6 +272,7 @@ class Core:
             drafts=request.drafts,
             limits=TurnLimits(max_speech=asr.max_turn_seconds, no_speech=asr.no_speech_seconds),
             turn_model=None if self.turn is None else self.turn.complete,
+            commands=self.sentences.judge,
             cleaner=None if self.suppressor is None else self.suppressor.stream(self.budget.hold()),
         )
 
@@ -295,6 +302,7 @@ class Core:
 
     def _set_household(self, household: Household) -> None:
         self.household = household
+        self.sentences.set_household(household)
 
     def household_address(self, address: str) -> None:
         """Home Assistant's IP address, as the names' connection learns it (hass_api.py): its requests go first."""
@@ -462,6 +470,7 @@ class Core:
             self.wake.close()
         shares.trust()
         self._housekeeping.shutdown(wait=False)
+        self.sentences.close()
         if self.suppressor is not None:
             self.suppressor.close()
         deadline = time.monotonic() + timeout

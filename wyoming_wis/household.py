@@ -43,6 +43,12 @@ class Household:
     named_entities: tuple[str, ...] = ()  # exposed entities of PRIORITY_DOMAINS, each with its aliases
     other_places: tuple[str, ...] = ()
     other_entities: tuple[str, ...] = ()
+    domains: tuple[tuple[str, str], ...] = ()  # (name or alias, its entity's domain), for the sentence matcher
+
+    @functools.cached_property
+    def domain_of(self) -> dict[str, str]:
+        """Each entity name's and alias's domain ("light"): Home Assistant's sentences for a lock name a lock."""
+        return dict(self.domains)
 
     @functools.cached_property  # (asked by every request)
     def names(self) -> tuple[str, ...]:
@@ -81,6 +87,7 @@ def read_household(
     device_areas = {_id(device, "id"): _id(device, "area_id") for device in _records(devices)}
     named: list[object] = []
     others: list[object] = []
+    domains: dict[str, str] = {}
     used_areas: set[str | None] = set()
     for entity_id in ids:
         entry = _mapping(_mapping(entries).get(entity_id))
@@ -88,8 +95,12 @@ def read_household(
             continue
         used_areas.add(_id(entry, "area_id") or device_areas.get(_id(entry, "device_id")))
         name = next((n for n in (friendly.get(entity_id), entry.get("name"), entry.get("original_name")) if n), None)
-        tier = named if entity_id.partition(".")[0] in PRIORITY_DOMAINS else others
-        tier.extend(_with_aliases(name, entry))
+        domain = entity_id.partition(".")[0]
+        tier = named if domain in PRIORITY_DOMAINS else others
+        for each in _with_aliases(name, entry):
+            tier.append(each)
+            if (cleaned := clean(each)) is not None:
+                domains.setdefault(cleaned.casefold(), domain)
     area_list, floor_list = _records(areas), _records(floors)
     used_areas.discard(None)
     used_floors = {_id(area, "floor_id") for area in area_list if _id(area, "area_id") in used_areas} - {None}
@@ -105,7 +116,8 @@ def read_household(
         ],
         others,
     )
-    return Household(*tiers)
+    kept = [name for tier in tiers[1::2] for name in tier]  # the entities' names
+    return Household(*tiers, domains=tuple((name, domains[name.casefold()]) for name in kept))
 
 
 def _exposed(record: object, wanted: frozenset[str] | None) -> object:

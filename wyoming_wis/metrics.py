@@ -111,7 +111,7 @@ AFTER_AUDIO = _latency(
 AFTER_SPEECH = _latency(
     "wis_asr_after_last_speech_seconds",
     "For turns the server ended itself: time from the arrival of the turn's last speech to the transcript, by why "
-    "the turn ended (complete, silence, max-speech; a no-speech turn has no speech to count from)",
+    "the turn ended (command, complete, silence, max-speech; a no-speech turn has no speech to count from)",
     ["frontend", "reason"],
 )
 FIRST_AUDIO = _latency(

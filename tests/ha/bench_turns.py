@@ -1,7 +1,10 @@
 """The end of each turn through Home Assistant's own assist pipeline, timed from its events: bench/ha_turns.py runs
 this module (not collected by the suite: its name does not start with test_) in the venv of a Home Assistant.
 
-Two servers, each added through the wyoming config flow to one Home Assistant, each behind a pipeline of its own:
+A household whose names fit the corpus' commands (HOUSEHOLD: "Living Room Lamp", "Kitchen Lights", "Front Door", ...,
+in areas "Living Room", "Kitchen", ...) is set up in Home Assistant's registries, and its API is served on loopback.
+Two servers of this checkout read those names from it (--hass-api, --hass-token-file), each added through the
+wyoming config flow, each behind a pipeline of its own:
 
   ours      wyoming-wis on its defaults: `requires_external_vad: false`, so Home Assistant (2026.10 and later)
             runs no VAD and streams until our transcript
@@ -17,15 +20,15 @@ why our server ended the turn (its log), and whether the stream ran out (then ne
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import wave
-from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 
-import pytest
-from conftest import COMPONENTS, Wis, WisServer, add_server, entity_ids, start_wis, stop_wis
+import test_names
+from conftest import Wis, WisServer, add_server, entity_ids
 from homeassistant.components.assist_pipeline.pipeline import (
     PipelineEventType,
     PipelineStage,
@@ -33,19 +36,54 @@ from homeassistant.components.assist_pipeline.pipeline import (
 )
 from homeassistant.const import __version__
 from homeassistant.core import HomeAssistant
-from homeassistant.setup import async_setup_component
 from support import RATE, Live, Pcm
+from test_names import (
+    Area,
+    Floor,
+    HassApi,
+    Household,
+    Thing,
+    names_lines,
+    set_up_household,
+    start_server,
+    stop_server,
+    with_names,
+)
 
+hass_api = test_names.hass_api  # test_names.py's fixture
 SILENCE_AFTER = 5.0  # seconds of silence after each clip: more than either path needs to end a turn
 SYSTEMS = ("ours", "ha-vad")
-
-
-@pytest.fixture(scope="module")
-def external(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WisServer]:
-    """The server with --external-vad: Home Assistant's own VAD ends its turns."""
-    server = start_wis(tmp_path_factory.mktemp("wis-external"), "--external-vad")
-    yield server
-    stop_wis(server)
+HOUSEHOLD = Household(  # what bench/endpoint.py's commands name: some names begin with an area's ("Living Room Lamp")
+    floors=(Floor("Ground Floor", ("Downstairs",)), Floor("Upstairs")),
+    areas=(
+        Area("Living Room", "Ground Floor"),
+        Area("Kitchen", "Ground Floor"),
+        Area("Dining Room", "Ground Floor"),
+        Area("Hallway", "Ground Floor"),
+        Area("Office", "Ground Floor"),
+        Area("Garage"),
+        Area("Bedroom", "Upstairs"),
+        Area("Bathroom", "Upstairs"),
+    ),
+    devices={},
+    things=(
+        Thing("light.living_room_lamp", "Living Room Lamp", "Living Room"),
+        Thing("light.kitchen_lights", "Kitchen Lights", "Kitchen", ("Kitchen Light",)),
+        Thing("light.dining_room_lights", "Dining Room Lights", "Dining Room"),
+        Thing("light.bedroom_lights", "Bedroom Lights", "Bedroom"),
+        Thing("cover.garage_door", "Garage Door", "Garage"),
+        Thing("cover.office_blinds", "Office Blinds", "Office"),
+        Thing("lock.front_door", "Front Door", "Hallway"),
+        Thing("lock.back_door", "Back Door", "Hallway"),
+        Thing("vacuum.robot_vacuum", "Robot Vacuum", "Hallway"),
+        Thing("climate.thermostat", "Thermostat", "Living Room"),
+        Thing("fan.bathroom_fan", "Bathroom Fan", "Bathroom"),
+        Thing("media_player.kitchen_speaker", "Kitchen Speaker", "Kitchen"),
+        Thing("media_player.bedroom_speaker", "Bedroom Speaker", "Bedroom"),
+        Thing("switch.dishwasher", "Dishwasher", "Kitchen"),
+        Thing("todo.shopping_list", "Shopping List"),
+    ),
+)
 
 
 async def added(hass: HomeAssistant, server: WisServer, name: str) -> tuple[Wis, str]:
@@ -65,21 +103,40 @@ def read(path: str) -> Pcm:
         return Pcm(wav.readframes(wav.getnframes()))
 
 
-async def test_turn_times(hass: HomeAssistant, wis_server: WisServer, external: WisServer) -> None:
+async def test_turn_times(hass: HomeAssistant, hass_api: HassApi, tmp_path: Path) -> None:
     clips = json.loads(Path(os.environ["WIS_HA_BENCH_CLIPS"]).read_text())
-    for domain in COMPONENTS:
-        assert await async_setup_component(hass, domain, {}), domain
-    systems = {"ours": await added(hass, wis_server, "ours"), "ha-vad": await added(hass, external, "ha-vad")}
-    assert systems["ours"][0].stt.audio_processing.requires_external_vad is False
-    assert systems["ha-vad"][0].stt.audio_processing.requires_external_vad is True
-    rows = []
-    for number, clip in enumerate(clips, 1):
-        speech = read(clip["path"])
-        for system, (wis, pipeline_id) in systems.items():
-            rows.append({"clip": clip["name"], "system": system, **await one_turn(wis, pipeline_id, speech)})
-            print(f"[{number}/{len(clips)} {clip['name']}] {system}: {rows[-1]}", flush=True)
-    document = {"home_assistant": __version__, "silence_after_s": SILENCE_AFTER, "rows": rows}
+    await set_up_household(hass, HOUSEHOLD)
+    servers = {
+        "ours": await start_server(tmp_path / "ours", *with_names(hass_api)),
+        "ha-vad": await start_server(tmp_path / "ha-vad", *with_names(hass_api), "--external-vad"),
+    }
+    try:
+        for server in servers.values():
+            await names_read(server)
+        systems = {system: await added(hass, server, system) for system, server in servers.items()}
+        assert systems["ours"][0].stt.audio_processing.requires_external_vad is False
+        assert systems["ha-vad"][0].stt.audio_processing.requires_external_vad is True
+        rows = []
+        for number, clip in enumerate(clips, 1):
+            speech = read(clip["path"])
+            for system, (wis, pipeline_id) in systems.items():
+                rows.append({"clip": clip["name"], "system": system, **await one_turn(wis, pipeline_id, speech)})
+                print(f"[{number}/{len(clips)} {clip['name']}] {system}: {rows[-1]}", flush=True)
+        names = {system: names_lines(server)[-1] for system, server in servers.items()}
+    finally:
+        for server in servers.values():
+            await stop_server(server)
+    document = {"home_assistant": __version__, "silence_after_s": SILENCE_AFTER, "names": names, "rows": rows}
     Path(os.environ["WIS_HA_BENCH_OUT"]).write_text(json.dumps(document, indent=1) + "\n")
+
+
+async def names_read(server: WisServer, seconds: float = 30.0) -> None:
+    """Wait until `server` has read the household's names."""
+    for _ in range(int(seconds * 10)):
+        if names_lines(server):
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"no names read in {seconds:g} s:\n{server.log[-4000:]}")
 
 
 async def one_turn(wis: Wis, pipeline_id: str, speech: Pcm) -> dict:

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 from aiohttp import ClientSession
@@ -66,6 +66,15 @@ class Thing:
     exposed: bool = True  # to Assist ("conversation"); False: explicitly not
     disabled: bool = False
     device: str | None = None  # a device of DEVICES: it is in the device's area, having none of its own
+
+
+class Household(NamedTuple):
+    """What set_up_household puts in HA's registries."""
+
+    floors: tuple[Floor, ...]
+    areas: tuple[Area, ...]
+    devices: dict[str, str]  # a device's name: its area's
+    things: tuple[Thing, ...]
 
 
 FLOORS = (
@@ -111,6 +120,7 @@ THINGS = (
     Thing("cover.strandlykke_gate", "Strandlykke Gate", "Garage", exposed=False),
     Thing("light.drobak_lantern", "Drobak Lantern", "Hallway", disabled=True),
 )
+HOUSEHOLD = Household(FLOORS, AREAS, DEVICES, THINGS)
 # Its aliases also hold the computed name (null in the API), where HA has that (2026.4 and later: er.COMPUTED_NAME)
 COMPUTED_ALIAS = "light.sandvika_porch_light"
 HIDDEN = [thing for thing in THINGS if not thing.exposed or thing.disabled]
@@ -135,32 +145,38 @@ def aliases_value(aliases: tuple[str, ...], computed: bool = False) -> object:
     return set(aliases)
 
 
-async def set_up_household(hass: HomeAssistant) -> None:
-    """The floors, areas, a device and THINGS in HA's registries, their states, and what is exposed to Assist;
-    with the components our server's entities and HA's API need."""
+async def set_up_household(hass: HomeAssistant, household: Household | None = None) -> None:
+    """A household (this module's by default: FLOORS, AREAS, DEVICES, THINGS) in HA's registries, its things'
+    states, and what is exposed to Assist; with the components our server's entities and HA's API need."""
+    household = household or HOUSEHOLD
     for domain in (*COMPONENTS, "websocket_api", "config"):
         assert await async_setup_component(hass, domain, {}), domain
-    floors = fr.async_get(hass)
-    floor_ids = {floor.name: floors.async_create(floor.name, aliases=set(floor.aliases)).floor_id for floor in FLOORS}
-    areas = ar.async_get(hass)
+    floor_registry = fr.async_get(hass)
+    floor_ids = {
+        floor.name: floor_registry.async_create(floor.name, aliases=set(floor.aliases)).floor_id
+        for floor in household.floors
+    }
+    area_registry = ar.async_get(hass)
     area_ids = {
-        area.name: areas.async_create(area.name, aliases=set(area.aliases), floor_id=floor_ids.get(area.floor or "")).id
-        for area in AREAS
+        area.name: area_registry.async_create(
+            area.name, aliases=set(area.aliases), floor_id=floor_ids.get(area.floor or "")
+        ).id
+        for area in household.areas
     }
     config_entry = MockConfigEntry(domain="test", title="The household's devices")
     config_entry.add_to_hass(hass)
-    devices = dr.async_get(hass)
+    device_registry = dr.async_get(hass)
     device_ids = {}
-    for name, area in DEVICES.items():
-        device = devices.async_get_or_create(
+    for name, area in household.devices.items():
+        device = device_registry.async_get_or_create(
             config_entry_id=config_entry.entry_id, identifiers={("test", name)}, name=name
         )
-        devices.async_update_device(device.id, area_id=area_ids[area])
+        device_registry.async_update_device(device.id, area_id=area_ids[area])
         device_ids[name] = device.id
-    entities = er.async_get(hass)
-    for thing in THINGS:
+    entity_registry = er.async_get(hass)
+    for thing in household.things:
         domain, object_id = thing.entity_id.split(".")
-        entry = entities.async_get_or_create(
+        entry = entity_registry.async_get_or_create(
             domain,
             "test",
             object_id,
@@ -169,7 +185,7 @@ async def set_up_household(hass: HomeAssistant) -> None:
             disabled_by=er.RegistryEntryDisabler.USER if thing.disabled else None,
         )
         assert entry.entity_id == thing.entity_id, entry
-        entities.async_update_entity(
+        entity_registry.async_update_entity(
             thing.entity_id,
             area_id=area_ids[thing.area] if thing.area else None,
             aliases=aliases_value(thing.aliases, thing.entity_id == COMPUTED_ALIAS),

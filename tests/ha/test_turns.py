@@ -36,9 +36,10 @@ pytestmark = pytest.mark.skipif(
 )
 
 SILENCE_AFTER = 8.0  # seconds of silence after the speech: longer than any limit the server ends a turn at
-# How a command's turn ends: judged whole, or by the silence that ends any turn (1.25 s), where the turn model was not
-# sure enough (its score for the same recording varies a little with where the live stream's pieces fall)
-AFTER_A_COMMAND = ("complete", "silence")
+# How a command's turn ends: a command Home Assistant's own sentences recognise, judged whole, or by the silence that
+# ends any turn (1.25 s), where the turn model was not sure enough (its score for the same recording varies a little
+# with where the live stream's pieces fall)
+AFTER_A_COMMAND = ("command", "complete", "silence")
 
 
 @dataclass

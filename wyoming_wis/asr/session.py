@@ -48,7 +48,17 @@ from ..audio import WHISPER_RATE, AudioFormat, PcmConverter
 from ..budget import Hold
 from ..errors import AudioTooLong, WisError
 from ..scheduler import patience
-from .turn import PATIENCE, RECHECK_THRESHOLD, Patience, Reason, TurnEnd, TurnLimits, heard_whole, judged_complete
+from .turn import (
+    PATIENCE,
+    RECHECK_THRESHOLD,
+    Patience,
+    Reason,
+    TurnEnd,
+    TurnLimits,
+    guessed_ending,
+    heard_whole,
+    judged_complete,
+)
 from .vad import PAD, WINDOW, Piece, SpeechDetector
 
 if TYPE_CHECKING:
@@ -67,6 +77,9 @@ _LIVE_SLACK = 1.0  # seconds of audio a live client may send ahead (buffers, net
 
 OnText = Callable[[str], Awaitable[None]]
 TurnModel = Callable[[np.ndarray], Awaitable[float]]  # the probability that the speaker's turn is complete
+# Whether a turn's words (and their language) are a whole command (True), stop short of one (False), or neither
+# (None): Home Assistant's own sentence matcher, `turns/commands.py` `Sentences.judge`
+Commands = Callable[[str, str | None], Awaitable[bool | None]]
 LIGHT_BYTES = 256 * 1024  # bytes a piece of audio and the buffer's growth may copy to be kept on the event loop
 _ARRIVALS = 256  # recent feeds remembered, to tell when the last speech arrived
 TURN_PAD = int(0.2 * WHISPER_RATE)  # silence after speech the turn model hears: as it was trained (and pipecat asks)
@@ -87,14 +100,16 @@ class AsrSession:
         drafts: bool = False,
         limits: TurnLimits | None = None,
         turn_model: TurnModel | None = None,
+        commands: Commands | None = None,
         cleaner: Cleaner | None = None,
     ) -> None:
         """`on_text`, if given, receives stable text as it is recognised, in pieces that join into the final text.
 
         `frontend` labels the transcript in the metrics. `hold` is the session's share of the memory budget: the
         audio buffer is counted in it before it grows, and given back by `close`. With `end_of_turn` (a
-        sensitivity) the session ends the turn itself, within `limits`, asking `turn_model` when there is one, and
-        on `max_silence` seconds of silence if that is sooner than the sensitivity's own; with `drafts` it decodes
+        sensitivity) the session ends the turn itself, within `limits`, asking `turn_model` when there is one and
+        `commands` (a whole command ends the turn at once), and on `max_silence` seconds of silence if that is
+        sooner than the sensitivity's own; with `drafts` it decodes
         drafts while the speaker talks there too (otherwise only at pauses: the model stays free for them).
         `cleaner` cleans the audio as it comes, in its own threads; the session closes it.
         """
@@ -126,10 +141,12 @@ class AsrSession:
         self._speaking_drafts = drafts or not end_of_turn  # drafts while the speaker talks
         self._limits = limits or TurnLimits(max_speech=max_seconds, no_speech=max_seconds)
         self._turn_model = turn_model
+        self._commands = commands
         self._turn: asyncio.Future[TurnEnd] = asyncio.get_running_loop().create_future()
         self._judged: int | None = None  # the end of speech whose pause was judged last
         self._doubted: int | None = None  # ... if its words were whole but the turn model heard more coming
         self._complete: int | None = None  # ... if it was judged complete: it ends the turn once it settles
+        self._command: int | None = None  # ... if its words were a whole command: it ends the turn at once
         self._judging: asyncio.Task[bool] | None = None  # the judgement of `_judged`'s pause, while it runs
         self._kept: np.ndarray | None = None  # the audio of a turn the session ended
         self._arrivals: deque[tuple[int, float]] = deque(maxlen=_ARRIVALS)  # (samples kept, when)
@@ -385,11 +402,12 @@ class AsrSession:
             return self._end("silence", samples, own)  # the audio up to now: soft last words stay in
         if silence < self._patience.check or not await self._judged_pause(audio, end, silence):
             return False
-        if self._complete != end or silence < self._patience.settle:
+        if self._complete != end or (silence < self._patience.settle and self._command != end):
             return False
         await self.engine.score(self._detector, self.audio())  # what came while judging: the speaker may go on
         resumed = self._detector.speech_end()  # speech inside the audio judged (a word's tail) was decoded with it
-        return resumed is not None and resumed <= samples and self._end("complete", samples, end)
+        reason: Reason = "command" if self._command == end else "complete"
+        return resumed is not None and resumed <= samples and self._end(reason, samples, end)
 
     async def _judged_pause(self, audio: np.ndarray, end: int, silence: float) -> bool:
         """Whether the pause ending at `end` is judged (its verdict in `_complete`); starts its judgement if not.
@@ -437,18 +455,39 @@ class AsrSession:
             return False
         complete = judged_complete(transcript, end / WHISPER_RATE, probability, self._patience.threshold)
         self._doubted = end if not complete and heard_whole(transcript, end / WHISPER_RATE) else None
+        command = await self._a_command(transcript, end)
+        if command is not None:  # the household's sentences say: whole (end now), or stopped short (wait)
+            complete, self._doubted = command, None
+            self._command = end if command else None
         words = transcript.words
         _LOGGER.debug(
             "Judged a pause after %.2f s of silence in %.2f s: %r (last word from %.2f s before the end), turn model"
-            " %.2f: %s",
+            " %.2f, a command: %s: %s",
             silence,
             time.perf_counter() - started,
             transcript.text,
             end / WHISPER_RATE - words[-1].start if words else float("nan"),
             probability,
+            {True: "whole", False: "stopped short", None: "neither"}[command],
             "complete" if complete else "not complete",
         )
         return complete
+
+    async def _a_command(self, transcript: Transcript, end: int) -> bool | None:
+        """Whether a pause's words are a whole command (True), stop short of one (False), or neither (None; also
+        where the sensitivity's silence ends a turn before it may settle: Realtime's server_vad keeps its silence)."""
+        assert self._patience is not None
+        if self._commands is None or self._patience.silence <= self._patience.settle:
+            return None
+        verdict = await self._commands(transcript.text, transcript.language)
+        if verdict and guessed_ending(transcript.words, end / WHISPER_RATE):
+            # Whisper may have made the last word up ("set a timer for" + "it"): where the words before it stop
+            # short of a command ("turn on the" + "light"), the sound decides; else ("what time is" + a soft "it")
+            # the command stands
+            before = "".join(word.word for word in transcript.words[:-1])
+            if await self._commands(before, transcript.language) is False:
+                return None
+        return verdict
 
     async def _probability(self, audio: np.ndarray) -> float:
         """The turn model's probability that the speaker is done; without it (none, or busy), the words decide."""

@@ -28,7 +28,7 @@ from .decoder import Word
 if TYPE_CHECKING:
     from .assemble import Transcript
 
-Reason = Literal["complete", "silence", "max-speech", "no-speech"]
+Reason = Literal["command", "complete", "silence", "max-speech", "no-speech"]
 
 
 @dataclass(frozen=True)

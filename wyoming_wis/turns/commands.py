@@ -1,0 +1,249 @@
+"""Whether the words so far are a whole command this household's Home Assistant understands, or stop short of one.
+
+Home Assistant's own matcher (`hassil`) with its own sentences (`home-assistant-intents`), and the household's
+areas, floors and names as its slot lists, as Home Assistant's default agent builds them. A turn whose judged text
+is a `COMMAND` may end at once; one that is a `PREFIX` (its last words begin a longer name: "turn on the living
+room" where "Living Room Lamp" is a name; or a sentence stops before its end: "set a timer for") is not over until
+the long silence; `UNKNOWN` says nothing either way, and the sound decides.
+
+A `Commands` is built once per language and reading of the names (0.4-1.4 s with its first judgement) and judges
+a text in milliseconds, holding the GIL; `Sentences` keeps one per language for the household of the moment, builds
+and judges in its one thread, and never makes a turn wait for a build: until its language is built a turn is judged
+on its sound alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import re
+import threading
+from collections.abc import Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from hassil import Intents, TextSlotList, normalize_text, recognize_best
+from home_assistant_intents import get_intents
+
+from ..household import Household
+from ..values import quote
+
+_LOGGER = logging.getLogger(__name__)
+_PREFIX_INTENT = "_prefix"  # the one intent of the sentences' prefixes
+_OPENERS, _CLOSERS = "([{<", ")]}>"
+MAX_RULE_DEPTH = 4  # rules within rules written out (`_written_out`)
+MAX_VARIANTS = 64  # of one sentence, written out
+_PUNCTUATION = re.compile(r"[^\w\s']")
+
+
+class Verdict(enum.Enum):
+    COMMAND = "command"  # a whole command: the turn may end now
+    PREFIX = "prefix"  # words that stop short of a name or a sentence: not an end before the long silence
+    UNKNOWN = "unknown"  # neither: the sound decides
+
+
+@dataclass(frozen=True)
+class Judged:
+    verdict: Verdict
+    intent: str | None = None  # the command's (COMMAND only)
+
+
+class Commands:
+    """Home Assistant's sentences in one language, with a household's names (none: the generic intents only:
+    timers, the time, the weather)."""
+
+    def __init__(self, language: str, household: Household | None = None) -> None:
+        """Raises LookupError where Home Assistant has no sentences in `language`."""
+        data = get_intents(language)
+        if data is None:
+            raise LookupError(f"Home Assistant has no sentences in {quote(language)}")
+        self.language = language
+        self._intents = Intents.from_dict(data)
+        self._prefixes = Intents.from_dict(_prefix_sentences(data))
+        household = household or Household()
+        places = [*household.places_in_use, *household.other_places]
+        names = [*household.named_entities, *household.other_entities]
+        self._lists = {
+            "area": TextSlotList.from_strings(places),
+            "floor": TextSlotList.from_strings(places),
+            "name": TextSlotList.from_tuples(
+                [
+                    (name, name, {"domain": domain} if (domain := household.domain_of.get(name)) else None)
+                    for name in names
+                ]
+            ),
+        }
+        self._words = [words for words in (_words(name) for name in (*places, *names)) if len(words) > 1]
+
+    def warm(self) -> None:
+        """Judge once, so that the first turn does not pay for what hassil builds on its first use (0.2-1.3 s, in
+        any language: the words need not be its own)."""
+        self.judge("turn on the")
+
+    def judge(self, text: str) -> Judged:
+        """The verdict on a turn's text so far (see the module's docstring). A name begun comes first: "turn on the
+        kitchen lights" is a whole command, but not where "Kitchen Lights Strip" is a name too."""
+        words = _words(text)
+        if not words:
+            return Judged(Verdict.UNKNOWN)
+        if self._begins_a_name(words):
+            return Judged(Verdict.PREFIX)
+        spoken = " ".join(words)
+        if (result := recognize_best(spoken, self._intents, slot_lists=self._lists)) is not None:
+            return Judged(Verdict.COMMAND, result.intent.name)
+        if recognize_best(spoken, self._prefixes, slot_lists=self._lists) is not None:
+            return Judged(Verdict.PREFIX)
+        return Judged(Verdict.UNKNOWN)
+
+    def _begins_a_name(self, words: list[str]) -> bool:
+        """Whether the text's last words are the first words, not all, of a name of more than one word."""
+        for name in self._words:
+            for size in range(1, len(name)):
+                if words[-size:] == name[:size]:
+                    return True
+        return False
+
+
+class Sentences:
+    """Each language's `Commands` for the household of the moment (see the module's docstring)."""
+
+    def __init__(self) -> None:
+        self._household = Household()
+        self._built: dict[str, Commands | None] = {}  # None: Home Assistant has no sentences in that language
+        self._building: dict[str, Future[Commands | None]] = {}
+        self._lock = threading.Lock()
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix="sentences")
+
+    def prepare(self, language: str) -> None:
+        """Build `language`'s sentences in the thread, if they are not built or being built."""
+        with self._lock:
+            if language not in self._built and language not in self._building:
+                self._building[language] = self._thread.submit(self._build, language, self._household)
+
+    def set_household(self, household: Household) -> None:
+        """A new reading of the names: every language built so far is built again with them, judged meanwhile with
+        the names before."""
+        with self._lock:
+            self._household = household
+            languages = list(self._built)
+        for language in languages:
+            self._thread.submit(self._build, language, household)
+
+    async def judge(self, text: str, language: str | None) -> bool | None:
+        """Whether a turn's words are a whole command (True), stop short of a name or a sentence (False), or
+        neither (None), as `Commands.judge` says; None too where `language`'s sentences are not built yet (they are
+        then built) or do not exist."""
+        commands = None if language is None else self._built.get(language)
+        if commands is None:
+            if language is not None:
+                self.prepare(language)
+            return None
+        verdict = (await asyncio.wrap_future(self._thread.submit(commands.judge, text))).verdict
+        return {Verdict.COMMAND: True, Verdict.PREFIX: False}.get(verdict)
+
+    def close(self) -> None:
+        self._thread.shutdown(wait=False, cancel_futures=True)
+
+    def _build(self, language: str, household: Household) -> Commands | None:
+        """In the thread: `language`'s sentences with `household`'s names, judged once (`warm`)."""
+        try:
+            commands: Commands | None = Commands(language, household)
+        except LookupError:
+            commands = None
+        except Exception:
+            _LOGGER.exception("Could not build Home Assistant's sentences in %s", quote(language))
+            commands = None
+        if commands is not None:
+            commands.warm()
+        with self._lock:
+            if household is self._household or language not in self._built:
+                self._built[language] = commands
+            self._building.pop(language, None)
+        return commands
+
+
+def _words(text: str) -> list[str]:
+    return _PUNCTUATION.sub(" ", normalize_text(text).casefold()).split()
+
+
+def _prefix_sentences(data: dict[str, Any]) -> dict[str, Any]:
+    """The language's intents file, its sentences replaced by their unfinished beginnings (`_cuts`), under one
+    intent."""
+    lists = data.get("lists", {})
+    wildcards = {name for name, values in lists.items() if isinstance(values, dict) and values.get("wildcard")}
+    rules = data.get("expansion_rules", {})
+    prefixes: set[str] = set()
+    for intent in data["intents"].values():
+        for block in intent["data"]:
+            for sentence in block["sentences"]:
+                prefixes.update(cut for each in _written_out(sentence, rules) for cut in _cuts(each, wildcards))
+    return {
+        "language": data["language"],
+        "intents": {_PREFIX_INTENT: {"data": [{"sentences": sorted(prefixes)}]}},
+        "lists": lists,
+        "expansion_rules": data.get("expansion_rules", {}),
+        "skip_words": data.get("skip_words", []),
+    }
+
+
+def _cuts(template: str, wildcards: set[str]) -> Iterator[str]:
+    """Where the template stops short of a slot it needs: cut at the top level before a list ("set a timer for"
+    before its duration, "turn on [the]" before a name), where the last word said before it is not itself a slot
+    ("play some music" may be the whole command: it is not cut before "in {area}"). Within a group it is not cut:
+    such a pause is left to the sound. A cut that holds a wildcard (a message, a search) would match anything."""
+    parts = list(_top_level(template))
+    for end in range(1, len(parts)):
+        if not parts[end].startswith("{"):
+            continue
+        said = [part for part in parts[:end] if not part.startswith("[")]  # (optional parts may be left unsaid)
+        cut = " ".join(parts[:end])
+        if said and not said[-1].startswith("{") and not any(f"{{{name}" in cut for name in wildcards):
+            yield cut
+
+
+def _written_out(template: str, rules: Mapping[str, str], depth: int = 0) -> Iterator[str]:
+    """The template with each rule that stands alone at its top level written out, once for each of its top-level
+    alternatives (`<name>`: `[the] {name}`; `<area>`: `in {area}`, `im {area}`, ...), so that a cut may fall inside
+    it; at most MAX_VARIANTS of them."""
+    variants = [""]
+    for part in _top_level(template):
+        rule = rules.get(part[1:-1]) if part.startswith("<") and part.endswith(">") else None
+        if rule is None or depth >= MAX_RULE_DEPTH:
+            choices = [part]
+        else:
+            choices = [each for choice in _split(rule, "|") for each in _written_out(choice, rules, depth + 1)]
+        variants = [f"{before} {choice}".strip() for before in variants for choice in choices][:MAX_VARIANTS]
+    yield from variants
+
+
+def _split(template: str, separator: str) -> Iterator[str]:
+    """The template cut at each `separator` outside every group."""
+    depth, start = 0, 0
+    for at, char in enumerate(template):
+        depth += (char in _OPENERS) - (char in _CLOSERS)
+        if char == separator and depth == 0:
+            yield template[start:at].strip()
+            start = at + 1
+    yield template[start:].strip()
+
+
+def _top_level(template: str) -> Iterator[str]:
+    """The template's parts: split at its spaces outside every group, and before a list that follows a group
+    with no space (`[<the> ]{name}`)."""
+    depth, start = 0, 0
+    for at, char in enumerate(template):
+        if char == "{" and depth == 0 and at > start:
+            yield template[start:at]
+            start = at
+        if char in _OPENERS:
+            depth += 1
+        elif char in _CLOSERS:
+            depth = max(0, depth - 1)
+        elif char == " " and depth == 0:
+            if at > start:
+                yield template[start:at]
+            start = at + 1
+    if start < len(template):
+        yield template[start:]
