@@ -2,7 +2,8 @@
 
 bench/endpoint.py streams to the servers over plain Wyoming and copies what Home Assistant would do. This runs
 Home Assistant itself (tests/ha/env.sh VERSION, the newest by default) with two servers from this checkout added
-through its wyoming config flow, each behind a pipeline of its own (tests/ha/bench_turns.py):
+through its wyoming config flow, each behind a pipeline of its own, both reading the names of a household that fits
+the corpus' commands from Home Assistant (tests/ha/bench_turns.py):
 
   ours             the server on its defaults: `requires_external_vad: false`, so Home Assistant runs no VAD
                    and streams the satellite's audio until our transcript
@@ -12,7 +13,8 @@ through its wyoming config flow, each behind a pipeline of its own (tests/ha/ben
 Every clip (bench/endpoint.py's corpus: plain, paused, whole-paused and long requests) goes through both
 pipelines in turn, live, with 5 s of silence after it. The time is Home Assistant's own: from the clip's last
 speech sample to its stt-end event (the transcript in the pipeline). A turn is cut when it ended before that
-sample was sent (Home Assistant's VAD: its stt-vad-end; ours: the transcript).
+sample was sent (Home Assistant's VAD: its stt-vad-end; ours: the transcript). The report counts why the server
+ended each of its turns: a `command` the household's sentences recognise, a pause judged `complete`, `silence`...
 
     .venv/bin/python bench/ha_turns.py [--quick | --share 0.5] [--home-assistant 2026.11.0]
 
@@ -29,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Sequence
 from contextlib import ExitStack
 from pathlib import Path
@@ -89,7 +92,17 @@ async def run(args: argparse.Namespace, _: ExitStack) -> dict:
         "rows": result["rows"],
         "summary": summarise(played, list(SYSTEMS.values())),
         "cut": [{"system": t.system, "clip": t.clip, "said": t.reference, "heard": t.text} for t in played if t.cut],
+        "ended_by": ended_by(result["rows"], by_name),
     }
+
+
+def ended_by(rows: Sequence[dict], clips: dict[str, Clip]) -> dict[str, dict[str, int]]:
+    """Per kind of clip, how many of our own turns each reason ended (the server's log)."""
+    counts: dict[str, Counter[str]] = {}
+    for row in rows:
+        if row["system"] == "ours":
+            counts.setdefault(clips[row["clip"]].kind, Counter()).update(row["server_reasons"] or ["none"])
+    return {kind: dict(count) for kind, count in counts.items()}
 
 
 def print_report(document: dict, out: Path) -> None:
@@ -98,6 +111,8 @@ def print_report(document: dict, out: Path) -> None:
     print(f"{len(document['corpus'])} clips of bench/endpoint.py's corpus, live, each through both pipelines.")
     print("Time: the clip's last speech sample to Home Assistant's stt-end event.\n")
     print_summary(document["summary"])
+    for kind, count in document["ended_by"].items():
+        print(f"- ours, {kind}: ended by " + ", ".join(f"{reason} {n}" for reason, n in sorted(count.items())))
     for cut in document["cut"]:
         print(f"- cut, {cut['system']}, {cut['clip']}: said {cut['said']!r}, heard {cut['heard']!r}")
     print(f"\nRuntime: {document['runtime_s'] / 60:.1f} min. JSON: {out}")

@@ -19,7 +19,7 @@ from wyoming_wis.asr import session as session_module
 from wyoming_wis.asr.assemble import Transcript
 from wyoming_wis.asr.decoder import Job, Options
 from wyoming_wis.asr.engine import SCORE_STEP
-from wyoming_wis.asr.session import AsrSession, _StableText
+from wyoming_wis.asr.session import AsrSession, Commands, _StableText
 from wyoming_wis.asr.turn import PATIENCE, TurnEnd, TurnLimits
 from wyoming_wis.asr.vad import LEAD, PAD, SpeechDetector
 from wyoming_wis.audio import NATIVE, AudioFormat
@@ -366,9 +366,10 @@ async def live_turn(
     pcm: bytes,
     turn_model: Callable[[np.ndarray], Awaitable[float]],
     limits: TurnLimits | None = None,
+    commands: Commands | None = None,
 ) -> tuple[TurnEnd, Transcript]:
-    """A session on the default sensitivity, fed `pcm` as it is spoken until it ends the turn: the end, and the
-    transcript."""
+    """A session on the default sensitivity (with `commands`, the household's sentences, if given), fed `pcm` as it
+    is spoken until it ends the turn: the end, and the transcript."""
     hold = MemoryBudget(1 << 30).hold()
     options = engine.options(AsrRequest(language="en"))
     session = AsrSession(
@@ -380,6 +381,7 @@ async def live_turn(
         end_of_turn="default",
         limits=limits,
         turn_model=turn_model,
+        commands=commands,
     )
     async with session:
         return await spoken_turn(session, pcm, asyncio.ensure_future(session.turn_end()))
@@ -434,6 +436,36 @@ async def test_a_whole_sentence_then_a_pause_shorter_than_settle_is_not_an_end(
     assert len(heard) >= 2 and heard[0] < len(lead) + int(pause * RATE)  # the first sentence was judged complete
     text = normalise(transcript.text)
     assert text.startswith("has never been surpassed") and text.endswith("comparatively modern"), text
+
+
+@pytest.mark.parametrize("verdict", [True, None])
+async def test_the_turn_model_is_asked_only_where_the_sentences_say_nothing(
+    engine: WhisperEngine, verdict: bool | None
+) -> None:
+    """Words the household's sentences recognise as a whole command end the turn at the first look (reason
+    `command`) without the turn model, whose call would have slowed the decode; where they say nothing, the turn
+    model is asked as before."""
+    judged: list[str] = []
+    heard: list[int] = []
+
+    async def commands(text: str, language: str | None) -> bool | None:
+        judged.append(text)
+        return verdict
+
+    async def turn_model(audio: np.ndarray) -> float:
+        heard.append(len(audio))
+        return 0.99
+
+    speech = samples(CORPUS / "LJ001-0008.flac")  # "has never been surpassed."
+    pcm = (np.concatenate([silence(0.3), speech, silence(2)]) * 32767).astype("<i2").tobytes()
+    end, transcript = await live_turn(engine, pcm, turn_model, commands=commands)
+    assert judged and normalise(judged[-1]) == "has never been surpassed"
+    assert normalise(transcript.text) == "has never been surpassed"
+    if verdict:
+        assert end.reason == "command" and heard == []
+        assert end.samples < (0.3 + len(speech) / RATE + PATIENCE["default"].settle) * RATE  # before it settled
+    else:
+        assert end.reason == "complete" and heard
 
 
 async def test_the_most_speech_a_turn_may_hold_ends_it_while_a_pause_is_judged(engine: WhisperEngine) -> None:

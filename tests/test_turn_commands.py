@@ -93,6 +93,31 @@ def test_a_name_that_begins_another_is_no_end() -> None:
     assert Commands("en", household).judge("turn on the kitchen lights").verdict is Verdict.PREFIX
 
 
+def test_only_a_name_begun_where_its_sentence_has_a_name_is_no_end() -> None:
+    """ "Office" begins "Office Blinds", but "close the blinds in the office" has it where its sentence has an area:
+    a whole command. Words that stop inside a name where the sentence has one are not."""
+    names = {"Office Blinds": "cover", "Bathroom Fan": "fan"}
+    household = Household(
+        places_in_use=("Office", "Bathroom"), named_entities=tuple(names), domains=tuple(names.items())
+    )
+    commands = Commands("en", household)
+    assert commands.judge("close the blinds in the office").verdict is Verdict.COMMAND
+    assert commands.judge("turn on the fan in the bathroom").verdict is Verdict.COMMAND
+    assert commands.judge("close the office").verdict is Verdict.PREFIX
+    assert commands.judge("close the office blinds").verdict is Verdict.COMMAND
+
+
+def test_the_satellites_area_and_wildcards_count_as_home_assistant_counts_them() -> None:
+    """A satellite in an area gives Home Assistant that area: "turn up the volume" is whole there. A sentence that
+    ends in a wildcard ("play {search_query}") takes any more words: the sound decides; one that goes on after it
+    ("add {item} to the shopping list") is whole."""
+    commands = Commands("en", Household(places_in_use=("Living Room",)))
+    assert commands.judge("turn up the volume").verdict is Verdict.COMMAND
+    assert commands.judge("play some music").verdict is Verdict.UNKNOWN
+    assert commands.judge("play some jazz in the living room").verdict is Verdict.COMMAND
+    assert commands.judge("add milk to the shopping list").verdict is Verdict.COMMAND
+
+
 def test_a_language_home_assistant_has_no_sentences_for_is_refused() -> None:
     with pytest.raises(LookupError):
         Commands("xx")

@@ -440,35 +440,45 @@ class AsrSession:
         return True
 
     async def _sounds_complete(self, audio: np.ndarray, end: int, silence: float) -> bool:
-        """Whether the words so far form a request, and the turn model (if there is one) hears the speaker done."""
+        """Whether the words so far form a request, and the turn model (if there is one) hears the speaker done.
+
+        Where the household's sentences may judge the words, they are judged first and the turn model is asked only
+        if they say nothing: a command's decode then has both cores (on two, the turn model beside it made it take
+        0.52 s where it takes 0.3 s alone)."""
         assert self._patience is not None
         started = time.perf_counter()
+        probability: float | None = None
         if self._patience.silence <= self._patience.settle:  # the silence ends the turn first: only the decode
             transcript, probability = await self._ahead(_padded(audio, end)), 1.0  # counts (the transcript)
-        else:
+        elif self._commands is None:
             transcript, probability = await asyncio.gather(
                 self._ahead(_padded(audio, end)), self._probability(_padded(audio, end, TURN_PAD))
             )
+        else:
+            transcript = await self._ahead(_padded(audio, end))
         if transcript is None:
             _LOGGER.debug("Judged a pause after %.2f s of silence: its words are not clear yet", silence)
             self._doubted = None
             return False
-        complete = judged_complete(transcript, end / WHISPER_RATE, probability, self._patience.threshold)
-        self._doubted = end if not complete and heard_whole(transcript, end / WHISPER_RATE) else None
         command = await self._a_command(transcript, end)
         if command is not None:  # the household's sentences say: whole (end now), or stopped short (wait)
             complete, self._doubted = command, None
             self._command = end if command else None
+        else:
+            if probability is None:
+                probability = await self._probability(_padded(audio, end, TURN_PAD))
+            complete = judged_complete(transcript, end / WHISPER_RATE, probability, self._patience.threshold)
+            self._doubted = end if not complete and heard_whole(transcript, end / WHISPER_RATE) else None
         words = transcript.words
         _LOGGER.debug(
-            "Judged a pause after %.2f s of silence in %.2f s: %r (last word from %.2f s before the end), turn model"
-            " %.2f, a command: %s: %s",
+            "Judged a pause after %.2f s of silence in %.2f s: %r (last word from %.2f s before the end), a command:"
+            " %s, turn model %s: %s",
             silence,
             time.perf_counter() - started,
             transcript.text,
             end / WHISPER_RATE - words[-1].start if words else float("nan"),
-            probability,
             {True: "whole", False: "stopped short", None: "neither"}[command],
+            "not asked" if probability is None else f"{probability:.2f}",
             "complete" if complete else "not complete",
         )
         return complete

@@ -1,10 +1,13 @@
 """Whether the words so far are a whole command this household's Home Assistant understands, or stop short of one.
 
 Home Assistant's own matcher (`hassil`) with its own sentences (`home-assistant-intents`), and the household's
-areas, floors and names as its slot lists, as Home Assistant's default agent builds them. A turn whose judged text
-is a `COMMAND` may end at once; one that is a `PREFIX` (its last words begin a longer name: "turn on the living
-room" where "Living Room Lamp" is a name; or a sentence stops before its end: "set a timer for") is not over until
-the long silence; `UNKNOWN` says nothing either way, and the sound decides.
+areas, floors and names as its slot lists, as Home Assistant's default agent builds them (with an area for the
+satellite, as a satellite in an area gives it: "turn up the volume" is whole there). A turn whose judged text is a
+`COMMAND` may end at once; one that is a `PREFIX` is not over until the long silence: a sentence stops before a
+slot it needs ("set a timer for"), or stops inside a name where its sentence has one ("turn on the living room"
+where "Living Room Lamp" is a name; "turn on the kitchen lights" too, whole as it is, where "Kitchen Lights Strip"
+is one). A name's first words elsewhere ("close the blinds in the office" beside "Office Blinds": an area there)
+do not count. `UNKNOWN` says nothing either way, and the sound decides.
 
 A `Commands` is built once per language and reading of the names (0.4-1.4 s with its first judgement) and judges
 a text in milliseconds, holding the GIL; `Sentences` keeps one per language for the household of the moment, builds
@@ -19,12 +22,12 @@ import enum
 import logging
 import re
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from hassil import Intents, TextSlotList, normalize_text, recognize_best
+from hassil import Intents, RecognizeResult, TextSlotList, normalize_text, recognize_best
 from home_assistant_intents import get_intents
 
 from ..household import Household
@@ -32,6 +35,9 @@ from ..values import quote
 
 _LOGGER = logging.getLogger(__name__)
 _PREFIX_INTENT = "_prefix"  # the one intent of the sentences' prefixes
+# The slot lists of names' and places' first words (not all), for the sentences cut inside a name or a place
+_BEGUN = {"name": "begun_name", "area": "begun_place", "floor": "begun_place"}
+_SATELLITE = {"area": {"value": "here", "text": "here"}}  # the satellite's area, as Home Assistant's context
 _OPENERS, _CLOSERS = "([{<", ")]}>"
 MAX_RULE_DEPTH = 4  # rules within rules written out (`_written_out`)
 MAX_VARIANTS = 64  # of one sentence, written out
@@ -61,10 +67,13 @@ class Commands:
             raise LookupError(f"Home Assistant has no sentences in {quote(language)}")
         self.language = language
         self._intents = Intents.from_dict(data)
-        self._prefixes = Intents.from_dict(_prefix_sentences(data))
+        self._prefixes = Intents.from_dict(_prefix_sentences(data, _cuts))
         household = household or Household()
         places = [*household.places_in_use, *household.other_places]
         names = [*household.named_entities, *household.other_entities]
+        begun_places, begun_names = _first_words(places), _first_words(names)
+        begun = begun_places or begun_names
+        self._begun = Intents.from_dict(_prefix_sentences(data, _cuts_in_a_name)) if begun else None
         self._lists = {
             "area": TextSlotList.from_strings(places),
             "floor": TextSlotList.from_strings(places),
@@ -74,8 +83,9 @@ class Commands:
                     for name in names
                 ]
             ),
+            _BEGUN["name"]: TextSlotList.from_strings(begun_names),
+            _BEGUN["area"]: TextSlotList.from_strings(begun_places),
         }
-        self._words = [words for words in (_words(name) for name in (*places, *names)) if len(words) > 1]
 
     def warm(self) -> None:
         """Judge once, so that the first turn does not pay for what hassil builds on its first use (0.2-1.3 s, in
@@ -83,27 +93,22 @@ class Commands:
         self.judge("turn on the")
 
     def judge(self, text: str) -> Judged:
-        """The verdict on a turn's text so far (see the module's docstring). A name begun comes first: "turn on the
-        kitchen lights" is a whole command, but not where "Kitchen Lights Strip" is a name too."""
+        """The verdict on a turn's text so far (see the module's docstring)."""
         words = _words(text)
         if not words:
             return Judged(Verdict.UNKNOWN)
-        if self._begins_a_name(words):
-            return Judged(Verdict.PREFIX)
         spoken = " ".join(words)
-        if (result := recognize_best(spoken, self._intents, slot_lists=self._lists)) is not None:
+        if self._begun is not None and self._recognize(spoken, self._begun) is not None:
+            return Judged(Verdict.PREFIX)  # (whole or not: "turn on the kitchen lights" + "strip")
+        result = self._recognize(spoken, self._intents)
+        if result is not None and not any(
+            entity.is_wildcard and _words(entity.text)[-1:] == words[-1:] for entity in result.entities_list
+        ):  # (not where it ends in a wildcard, "play {search_query}": that takes any more words)
             return Judged(Verdict.COMMAND, result.intent.name)
-        if recognize_best(spoken, self._prefixes, slot_lists=self._lists) is not None:
-            return Judged(Verdict.PREFIX)
-        return Judged(Verdict.UNKNOWN)
+        return Judged(Verdict.PREFIX if self._recognize(spoken, self._prefixes) is not None else Verdict.UNKNOWN)
 
-    def _begins_a_name(self, words: list[str]) -> bool:
-        """Whether the text's last words are the first words, not all, of a name of more than one word."""
-        for name in self._words:
-            for size in range(1, len(name)):
-                if words[-size:] == name[:size]:
-                    return True
-        return False
+    def _recognize(self, spoken: str, sentences: Intents) -> RecognizeResult | None:
+        return recognize_best(spoken, sentences, slot_lists=self._lists, intent_context=_SATELLITE)
 
 
 class Sentences:
@@ -164,13 +169,18 @@ class Sentences:
         return commands
 
 
+def _first_words(names: list[str]) -> list[str]:
+    """Each name's first words, not all of them: "living", "living room" of "Living Room Lamp"."""
+    return sorted({" ".join(words[:size]) for words in map(_words, names) for size in range(1, len(words))})
+
+
 def _words(text: str) -> list[str]:
     return _PUNCTUATION.sub(" ", normalize_text(text).casefold()).split()
 
 
-def _prefix_sentences(data: dict[str, Any]) -> dict[str, Any]:
-    """The language's intents file, its sentences replaced by their unfinished beginnings (`_cuts`), under one
-    intent."""
+def _prefix_sentences(data: dict[str, Any], cuts: Callable[[str, set[str]], Iterator[str]]) -> dict[str, Any]:
+    """The language's intents file, its sentences replaced by their unfinished beginnings (`cuts`: `_cuts` or
+    `_cuts_in_a_name`), under one intent."""
     lists = data.get("lists", {})
     wildcards = {name for name, values in lists.items() if isinstance(values, dict) and values.get("wildcard")}
     rules = data.get("expansion_rules", {})
@@ -178,7 +188,7 @@ def _prefix_sentences(data: dict[str, Any]) -> dict[str, Any]:
     for intent in data["intents"].values():
         for block in intent["data"]:
             for sentence in block["sentences"]:
-                prefixes.update(cut for each in _written_out(sentence, rules) for cut in _cuts(each, wildcards))
+                prefixes.update(cut for each in _written_out(sentence, rules) for cut in cuts(each, wildcards))
     return {
         "language": data["language"],
         "intents": {_PREFIX_INTENT: {"data": [{"sentences": sorted(prefixes)}]}},
@@ -201,6 +211,18 @@ def _cuts(template: str, wildcards: set[str]) -> Iterator[str]:
         cut = " ".join(parts[:end])
         if said and not said[-1].startswith("{") and not any(f"{{{name}" in cut for name in wildcards):
             yield cut
+
+
+def _cuts_in_a_name(template: str, wildcards: set[str]) -> Iterator[str]:
+    """Where the template stops inside a name, an area or a floor at its top level: the words before it, then a
+    name's or a place's first words ("turn on [the] {begun_name}")."""
+    parts = list(_top_level(template))
+    for end, part in enumerate(parts):
+        slot = part[1:-1].split(":")[0] if part.startswith("{") and part.endswith("}") else None
+        if slot in _BEGUN:
+            cut = " ".join([*parts[:end], f"{{{_BEGUN[slot]}}}"])
+            if not any(f"{{{name}" in cut for name in wildcards):
+                yield cut
 
 
 def _written_out(template: str, rules: Mapping[str, str], depth: int = 0) -> Iterator[str]:
