@@ -16,7 +16,9 @@ speech sample to its stt-end event (the transcript in the pipeline). A turn is c
 sample was sent (Home Assistant's VAD: its stt-vad-end; ours: the transcript). The report counts why the server
 ended each of its turns: a `command` the household's sentences recognise, a pause judged `complete`, `silence`...
 
-    .venv/bin/python bench/ha_turns.py [--quick | --share 0.5] [--home-assistant 2026.11.0]
+    .venv/bin/python bench/ha_turns.py [--quick | --share 0.5] [--home-assistant 2026.11.0] [--ours-src DIR]
+
+(--ours-src: the servers run that checkout's wyoming_wis, through PYTHONPATH, in this checkout's venv.)
 
 Prints a Markdown report and writes bench/results/ha-turns-<timestamp>.json. `--quick` (10 clips) takes about
 2 min once Home Assistant's venv is built (tests/ha/env.sh: about 8 min the first time); `--share 0.5` about 12.
@@ -77,7 +79,7 @@ async def run(args: argparse.Namespace, _: ExitStack) -> dict:
             WIS_HA_SERVER=str(ROOT / ".venv" / "bin" / "wyoming-wis"),
             WIS_HA_BENCH_CLIPS=str(manifest),
             WIS_HA_BENCH_OUT=str(out),
-            PYTHONPATH=str(ROOT / "tests" / "ha"),
+            PYTHONPATH=os.pathsep.join([str(args.ours_src), str(ROOT / "tests" / "ha")]),  # (the servers inherit it)
         )
         command = [f"{venv}/bin/python", "-m", "pytest", "-c", "tests/ha/pytest.ini", "tests/ha/bench_turns.py"]
         command += ["-q", "-s", "-p", "no:randomly", "--timeout=0"]
@@ -124,7 +126,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--share", type=float, default=1.0, help="This share of each kind's clips. Default: 1")
     parser.add_argument("--home-assistant", default="2026.11.0", help="tests/ha/env.sh's version. Default: 2026.11.0")
     parser.add_argument("--out", type=Path, help="JSON results. Default: bench/results/ha-turns-<timestamp>.json")
+    parser.add_argument(
+        "--ours-src", type=Path, default=ROOT, help="Checkout whose wyoming_wis package the servers run. Default: this"
+    )
     args = parser.parse_args(argv)
+    args.ours_src = args.ours_src.resolve()
     args.data_dir = CACHE / "data"  # as bench/endpoint.py: the bundled model and voice make the corpus
     args.device, args.compute_type, args.threads = "cpu", "int8", 2
     stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -135,6 +141,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main() -> None:
     args = parse_args()
     settings = {"quick": args.quick, "share": args.share, "home_assistant": args.home_assistant, "kinds": KINDS}
+    settings["ours_src"] = str(args.ours_src)
     run_and_record(lambda stack: run(args, stack), settings, args.out, print_report)
 
 
