@@ -594,3 +594,29 @@ async def test_household_names_make_a_name_right_and_leave_other_speech_alone(en
         plain = (await engine.transcribe(audio, engine.options(AsrRequest(language="en")))).text
         named = (await engine.transcribe(audio, engine.options(AsrRequest(language="en"), fifty))).text
         assert wer([reference], [named]) <= wer([reference], [plain]), (path.name, plain, named)
+
+
+async def test_speech_that_names_none_of_the_names_is_encoded_once_for_both_decodes(
+    engine: WhisperEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A text in which the household's names find no name is decoded again without them, on the same audio: the
+    encoder's output of the first decode serves the second (the encoder is half a short decode's time)."""
+    whisper, encoded = engine.decoder.whisper, []
+    original = whisper.encode
+
+    def encode(features: np.ndarray) -> object:
+        encoded.append(features.shape)
+        return original(features)
+
+    monkeypatch.setattr(whisper, "encode", encode)
+    audio = samples(CORPUS / "LJ001-0008.flac") * 0.99  # "has never been surpassed." (one piece; this test's own)
+    household = ("Kitchen", "Quorvex heater", "Belax window")
+    calls = []
+    decode = engine.decoder.decode
+    monkeypatch.setattr(engine.decoder, "decode", lambda jobs: calls.append(len(jobs)) or decode(jobs))
+    named = await engine.transcribe(audio, engine.options(AsrRequest(language="en"), household))
+    assert normalise(named.text) == "has never been surpassed"
+    assert len(calls) == 2 and len(encoded) == 1, (calls, encoded)  # with the names, then without: one encode
+    other = samples(CORPUS / "LJ001-0002.flac") * 0.99
+    await engine.transcribe(other, engine.options(AsrRequest(language="en")))
+    assert len(encoded) == 2  # other audio is encoded anew

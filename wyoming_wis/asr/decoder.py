@@ -28,6 +28,7 @@ tokens' log-probabilities, where a request asks for them (`TokenLogprob`).
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 import re
@@ -241,6 +242,7 @@ class Decoder:
         self.multilingual: bool = whisper.model.is_multilingual
         self._tokenizers: dict[tuple[str, str], Tokenizer] = {}
         self._word_counts: dict[str, int] = {}  # tokens of " word," by word
+        self._last_encoded: tuple[tuple[int, bytes], object] | None = None  # (`_encoded`'s key, its output)
 
     def prompt_tokens(self, prompt: Prompt) -> Fitted:
         """The prompt as Whisper reads it: at most MAX_PROMPT_TOKENS tokens, fitted as `Prompt` says.
@@ -290,8 +292,7 @@ class Decoder:
         if jobs[0].options.standard:
             return [self._full_window(job, job.options.language, "a temperature asked for") for job in jobs]
         window = max(job.window for job in jobs) * WHISPER_RATE
-        features = np.stack([self._features(job.audio, window) for job in jobs])
-        encoded = self.whisper.encode(features)
+        encoded = self._encoded(jobs, window)
         languages, sure = self._languages(jobs, encoded)
         tokenizers = [
             self._tokenizer(job.options.task, language) for job, language in zip(jobs, languages, strict=True)
@@ -464,6 +465,19 @@ class Decoder:
         ]
         text = " ".join(segment.text for segment in segments if segment.text)
         return Decoded(text, info.language, segments, retried=problem, language_probability=info.language_probability)
+
+    def _encoded(self, jobs: list[Job], window: int) -> object:
+        """The encoder's output for the jobs' audio in `window`. A lone piece's is kept for the next call: one that
+        names none of the household's names is decoded again at once on the same audio without them (the engine's
+        `_decode_pieces`), and the encoder is half of that decode's time (on 2 cores, 0.17 s of 0.36 s)."""
+        key = (window, hashlib.blake2b(jobs[0].audio.tobytes(), digest_size=16).digest()) if len(jobs) == 1 else None
+        last = self._last_encoded  # (one read: another worker may replace it meanwhile)
+        if key is not None and last is not None and last[0] == key:
+            return last[1]
+        encoded = self.whisper.encode(np.stack([self._features(job.audio, window) for job in jobs]))
+        if key is not None:
+            self._last_encoded = (key, encoded)
+        return encoded
 
     def _beam_size(self, options: Options) -> int:
         return 1 if options.draft else options.beam_size or self.beam_size

@@ -209,7 +209,7 @@ def _cuts(template: str, wildcards: set[str]) -> Iterator[str]:
             continue
         said = [part for part in parts[:end] if not part.startswith("[")]  # (optional parts may be left unsaid)
         cut = " ".join(parts[:end])
-        if said and not said[-1].startswith("{") and not any(f"{{{name}" in cut for name in wildcards):
+        if said and not said[-1].startswith("{") and not _holds_a_wildcard(cut, wildcards):
             yield cut
 
 
@@ -221,8 +221,12 @@ def _cuts_in_a_name(template: str, wildcards: set[str]) -> Iterator[str]:
         slot = part[1:-1].split(":")[0] if part.startswith("{") and part.endswith("}") else None
         if slot in _BEGUN:
             cut = " ".join([*parts[:end], f"{{{_BEGUN[slot]}}}"])
-            if not any(f"{{{name}" in cut for name in wildcards):
+            if not _holds_a_wildcard(cut, wildcards):
                 yield cut
+
+
+def _holds_a_wildcard(cut: str, wildcards: set[str]) -> bool:
+    return any(f"{{{name}" in cut for name in wildcards)
 
 
 def _written_out(template: str, rules: Mapping[str, str], depth: int = 0) -> Iterator[str]:
