@@ -9,10 +9,10 @@ where "Living Room Lamp" is a name; "turn on the kitchen lights" too, whole as i
 is one). A name's first words elsewhere ("close the blinds in the office" beside "Office Blinds": an area there)
 do not count. `UNKNOWN` says nothing either way, and the sound decides.
 
-A `Commands` is built once per language and reading of the names (0.4-1.4 s with its first judgement) and judges
-a text in milliseconds, holding the GIL; `Sentences` keeps one per language for the household of the moment, builds
-and judges in its one thread, and never makes a turn wait for a build: until its language is built a turn is judged
-on its sound alone.
+A `Commands` is built once per language and reading of the names (with 426 names 0.55 s in English, 1.75 s in
+German, with its first judgement) and judges a text in 3-20 ms, holding the GIL; `Sentences` keeps one per
+language for the household of the moment, builds and judges in its one thread, and never makes a turn wait for a
+build: until its language is built a turn is judged on its sound alone.
 """
 
 from __future__ import annotations
@@ -72,8 +72,9 @@ class Commands:
         places = [*household.places_in_use, *household.other_places]
         names = [*household.named_entities, *household.other_entities]
         begun_places, begun_names = _first_words(places), _first_words(names)
-        begun = begun_places or begun_names
-        self._begun = Intents.from_dict(_prefix_sentences(data, _cuts_in_a_name)) if begun else None
+        self._begun = (
+            Intents.from_dict(_prefix_sentences(data, _cuts_in_a_name)) if begun_places or begun_names else None
+        )
         self._lists = {
             "area": TextSlotList.from_strings(places),
             "floor": TextSlotList.from_strings(places),
