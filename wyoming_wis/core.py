@@ -209,7 +209,7 @@ class Core:
         for engine in core.engines:
             engine.warm_up()
         if language is not None:
-            core.sentences.prepare(language)  # in its thread, meanwhile: the first judgement costs 0.4-1.4 s
+            core.sentences.prepare(language)  # in its thread, meanwhile: building and warming take 0.55-1.75 s
         _LOGGER.info(
             "Loaded Whisper %s and voices %s on %s (%s) in %.1f s",
             ", ".join(core.asr),
