@@ -181,6 +181,25 @@ class _Fit:
         return fixed + rate * units
 
 
+@dataclass
+class _RunTime:
+    """How long a call of some cost runs, cautiously: a fit by cost, times how far runs strayed from it. One figure
+    for calls of every size took a command queued behind minute-long uploads to run as long as an upload, and
+    dropped it as too late to finish, where it needed a fraction of that."""
+
+    fit: _Fit = field(default_factory=_Fit)
+    strayed: _Estimate = field(default_factory=_Estimate)  # each run over its fitted time, before it was added
+
+    def add(self, cost: float, seconds: float) -> None:
+        fitted = self.fit(cost)
+        self.strayed.add(seconds / fitted if fitted > 0 else 1.0)
+        self.fit.add(cost, seconds)
+
+    def cautious(self, cost: float) -> float:
+        """Seconds a call of `cost` may run, allowing for how much recent calls varied; 0 before any has run."""
+        return self.fit(cost) * self.strayed.cautious
+
+
 @dataclass(eq=False)
 class _Call:
     """A call in the queue."""
@@ -335,9 +354,9 @@ class Scheduler:
         self._owners: Counter[str] = Counter()  # ... of each owner
         self._running: list[_Call] = []  # calls in worker threads; changed under `_ready`
         # Learnt from calls that ended: seconds from coming to done by the units of work waited for
-        # (`_work_units`), and seconds a call runs.
+        # (`_work_units`), and seconds a call runs by its cost.
         self._through = _Fit()
-        self._run = _Estimate()
+        self._run = _RunTime()
         self._waiting = _Queue()
         self._order = itertools.count()
         self._ready = threading.Condition()
@@ -488,7 +507,7 @@ class Scheduler:
                     f"(in {max(0.0, gives_up - now):.1f} s)",
                     self._wait(ahead),
                 )
-            latest = gives_up - self._run.cautious  # started later, it would end after its client has left
+            latest = gives_up - self._run.cautious(cost)  # started later, it would end after its client has left
         if victim is not None:
             self._waiting.remove(victim)
             self._rejected.inc()
@@ -552,7 +571,7 @@ class Scheduler:
         with self._ready:
             self._running.remove(item)
             if left > 0:  # calls with work of their own: a batch may hold others' work too, so timed per call
-                self._run.add(ended - started)
+                self._run.add(left, ended - started)
             if (units := self._work_units(item.ahead, item.cost)) > 0:
                 self._through.add(units, ended - item.queued)
         if item.expected > 0:
