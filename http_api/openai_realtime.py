@@ -2,7 +2,7 @@
 
 The client streams audio (`input_audio_buffer.append`, base64 PCM at 24 kHz or G.711) and hears back, per turn,
 `speech_started`, transcript deltas while the speaker talks, `speech_stopped` and `committed` when the turn ends,
-then `conversation.item.input_audio_transcription.completed`. Turns are the core's (`wyoming_wis/listening.py`,
+then `conversation.item.input_audio_transcription.completed`. Turns are the core's (`wyoming_wis/turns/listening.py`,
 the same as Wyoming's and WebRTC's): with `server_vad` or `semantic_vad` the server ends each on what was said and
 the pause after it, with `turn_detection: null` the client's `commit` does. Both shapes of the protocol are served:
 GA, and beta (the `OpenAI-Beta: realtime=v1` header, or from a browser the subprotocol `openai-beta.realtime-v1`;
@@ -46,9 +46,9 @@ from aiohttp import WSCloseCode, WSMsgType, web
 
 from wyoming_wis.core import Core, Delta, TokenLogprob
 from wyoming_wis.errors import Busy, WisError
-from wyoming_wis.listening import Failed, Final, Listening, Partial, SpeechStarted, TurnEnded, TurnEvent
 from wyoming_wis.scheduler import household_first
 from wyoming_wis.shares import Place, Slots, owner
+from wyoming_wis.turns.listening import Failed, Final, Listening, Partial, SpeechStarted, TurnEnded, TurnEvent
 from wyoming_wis.values import quote
 
 from .errors import ApiError

@@ -70,10 +70,10 @@ from wyoming_wis import metrics
 from wyoming_wis.config import PortRange
 from wyoming_wis.core import Core, Heard, WakeStream
 from wyoming_wis.errors import UnknownModel, WisError
-from wyoming_wis.listening import Failed, Final, Partial, TurnEnded, TurnEvent
 from wyoming_wis.requests import WakeRequest
 from wyoming_wis.scheduler import patience
 from wyoming_wis.shares import client, owner
+from wyoming_wis.turns.listening import Failed, Final, Partial, TurnEnded, TurnEvent
 from wyoming_wis.values import quote
 
 from . import ice, messages, sctp

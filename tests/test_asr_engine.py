@@ -19,7 +19,7 @@ from wyoming_wis.asr import session as session_module
 from wyoming_wis.asr.assemble import Transcript
 from wyoming_wis.asr.decoder import Job, Options
 from wyoming_wis.asr.engine import SCORE_STEP
-from wyoming_wis.asr.session import AsrSession, Commands, _StableText
+from wyoming_wis.asr.session import AsrSession, _StableText
 from wyoming_wis.asr.turn import PATIENCE, TurnEnd, TurnLimits
 from wyoming_wis.asr.vad import LEAD, PAD, SpeechDetector
 from wyoming_wis.audio import NATIVE, AudioFormat
@@ -27,6 +27,7 @@ from wyoming_wis.budget import MemoryBudget
 from wyoming_wis.catalog import Catalog
 from wyoming_wis.requests import AsrRequest
 from wyoming_wis.runtime import Placement, Runtime
+from wyoming_wis.turns.detector import NO_LIMITS, CommandJudge, TurnDetector, TurnState
 
 RATE = 16000
 
@@ -365,24 +366,16 @@ async def live_turn(
     engine: WhisperEngine,
     pcm: bytes,
     turn_model: Callable[[np.ndarray], Awaitable[float]],
-    limits: TurnLimits | None = None,
-    commands: Commands | None = None,
+    limits: TurnLimits = NO_LIMITS,
+    commands: CommandJudge | None = None,
+    detector: TurnDetector | None = None,
 ) -> tuple[TurnEnd, Transcript]:
     """A session on the default sensitivity (with `commands`, the household's sentences, if given), fed `pcm` as it
-    is spoken until it ends the turn: the end, and the transcript."""
+    is spoken until it ends the turn: the end, and the transcript. `detector` replaces the one made of those."""
     hold = MemoryBudget(1 << 30).hold()
     options = engine.options(AsrRequest(language="en"))
-    session = AsrSession(
-        engine,
-        options,
-        frontend="test",
-        max_seconds=30,
-        hold=hold,
-        end_of_turn="default",
-        limits=limits,
-        turn_model=turn_model,
-        commands=commands,
-    )
+    turn = detector or TurnDetector("default", limits=limits, turn_model=turn_model, commands=commands)
+    session = AsrSession(engine, options, frontend="test", max_seconds=30, hold=hold, turn=turn)
     async with session:
         return await spoken_turn(session, pcm, asyncio.ensure_future(session.turn_end()))
 
@@ -410,6 +403,34 @@ async def test_a_whole_request_the_turn_model_doubted_is_heard_again(
     assert normalise(transcript.text) == "in being comparatively modern"
     if reason == "complete":  # at the second listen, before the silence would have ended it
         assert end.samples < (0.3 + len(speech) / RATE + patience.silence) * RATE
+
+
+async def test_a_turn_goes_through_its_states_in_order(engine: WhisperEngine) -> None:
+    """The detector's state, read at each step of the VAD: waiting for speech, speaking, the pause judged (its
+    decode running), the pause judged and settling, ended; never back to waiting once speech has come."""
+    seen: list[TurnState] = []
+
+    async def turn_model(audio: np.ndarray) -> float:
+        return 0.99
+
+    detector = TurnDetector("default", turn_model=turn_model)
+    judge = detector.judge
+
+    async def watched(session: AsrSession, audio: np.ndarray) -> bool:
+        ended = await judge(session, audio)
+        if not seen or seen[-1] != detector.state:
+            seen.append(detector.state)
+        return ended
+
+    detector.judge = watched  # type: ignore[method-assign]
+    speech = samples(CORPUS / "LJ001-0008.flac")  # "has never been surpassed."
+    pcm = (np.concatenate([silence(0.5), speech, silence(2)]) * 32767).astype("<i2").tobytes()
+    end, transcript = await live_turn(engine, pcm, turn_model, detector=detector)
+    assert end.reason == "complete" and normalise(transcript.text) == "has never been surpassed"
+    order = [TurnState.WAITING, TurnState.SPEAKING, TurnState.JUDGING, TurnState.PAUSED, TurnState.ENDED]
+    assert [state for state in order if state in seen] == order, seen
+    assert seen.index(TurnState.ENDED) == len(seen) - 1
+    assert TurnState.WAITING not in seen[1:], seen
 
 
 @pytest.mark.parametrize("pause", [0.3, 0.6])
@@ -507,9 +528,8 @@ async def test_a_pause_whose_words_are_unclear_is_not_decoded_again_until_the_en
     speech = samples(CORPUS / "LJ001-0002.flac")  # "in being comparatively modern."
     pcm = (np.concatenate([silence(0.3), speech, silence(2)]) * 32767).astype("<i2").tobytes()
     options = engine.options(AsrRequest(language="en"))
-    session = AsrSession(
-        engine, options, frontend="test", max_seconds=30, hold=MemoryBudget(1 << 30).hold(), end_of_turn="default"
-    )
+    hold = MemoryBudget(1 << 30).hold()
+    session = AsrSession(engine, options, frontend="test", max_seconds=30, hold=hold, turn=TurnDetector("default"))
     async with session:
         turn = asyncio.ensure_future(session.turn_end())
         end, transcript = await spoken_turn(session, pcm, turn)

@@ -22,7 +22,7 @@ COMPOSITION_ROOT = ("wyoming_wis.serve", "wyoming_wis.__main__")  # builds the c
 ALLOWED = {("rtc", "http_api")}  # (importer, imported) between frontends
 # From the top; a module may import its own layer and those below. The rest of wyoming_wis is utilities, the bottom.
 ENGINES = ("wyoming_wis.asr", "wyoming_wis.tts")
-LAYERS = (COMPOSITION_ROOT, FRONTENDS, ("wyoming_wis.core", "wyoming_wis.listening"), ENGINES)
+LAYERS = (COMPOSITION_ROOT, FRONTENDS, ("wyoming_wis.core", "wyoming_wis.turns"), ENGINES)
 VOCABULARY = ("wyoming_wis.requests", "wyoming_wis.served")  # plain data every layer shares: it imports none of ours
 
 

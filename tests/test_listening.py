@@ -1,4 +1,4 @@
-"""The core's turn controller (wyoming_wis/listening.py) on stand-in sessions: what every frontend relies on.
+"""The core's turn controller (wyoming_wis/turns/listening.py) on stand-in sessions: what every frontend relies on.
 
 The sessions here end a turn when the test says (as the VAD and the turn judge would) and transcribe what they were
 fed as its length; the real sessions under it are tested end to end through Wyoming, WebRTC and the Realtime API.
@@ -18,7 +18,8 @@ from wyoming_wis.asr.assemble import Transcript
 from wyoming_wis.asr.turn import TurnEnd
 from wyoming_wis.audio import WHISPER_RATE, AudioFormat
 from wyoming_wis.errors import AudioTooLong, Busy
-from wyoming_wis.listening import (
+from wyoming_wis.requests import AsrRequest
+from wyoming_wis.turns.listening import (
     MAX_ANSWERING,
     Failed,
     Final,
@@ -28,7 +29,6 @@ from wyoming_wis.listening import (
     TurnEnded,
     TurnEvent,
 )
-from wyoming_wis.requests import AsrRequest
 
 pytestmark = pytest.mark.fast
 

@@ -75,7 +75,7 @@ async def test_wyoming_client_gets_an_error_then_is_served(faulty: Server) -> No
         await send_audio(client, pcm)
         failed = (await read_until(client, "transcript"))[-1]
         assert failed.type == "error", failed
-        assert failed.data == {  # the core's turn controller answers the turn (listening.py)
+        assert failed.data == {  # the core's turn controller answers the turn (turns/listening.py)
             "text": "Internal error transcribing the turn; see the server log",
             "code": "internal-error",
         }

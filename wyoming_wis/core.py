@@ -16,14 +16,13 @@ import math
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from . import shares
 from .asr import AsrSession, Bias, Delta, TokenLogprob, Transcript, WhisperEngine
-from .asr.decoder import Options
+from .asr.decoder import Decoding
 from .asr.denoise import Suppressor
 from .asr.engine import MAX_PROMPT_CHARS, WHISPER_LANGUAGES
 from .asr.session import OnText
@@ -35,7 +34,6 @@ from .config import DEEPFILTERNET, CoreSettings
 from .errors import BadRequest, StartupError, UnknownModel, UnknownVoice, UnknownWakeWord
 from .hass_api import HassNames, read_token
 from .household import Household
-from .listening import Listening, OnEvent
 from .requests import (
     MAX_BEAM_SIZE,
     MAX_SILENCE,
@@ -54,6 +52,8 @@ from .tts.phrasing import SAYABLE
 from .tts.stream import SpeechEngine
 from .tts.voices import VOICE_NAME, XTTS, Voice, VoiceRegistry, check_name
 from .turns.commands import Sentences
+from .turns.detector import TurnDetector
+from .turns.listening import Listening, OnEvent
 from .values import quote
 from .wake import Heard, WakeEngine, WakeModels, WakeStream
 from .wake.engine import OnHeard
@@ -87,14 +87,6 @@ __all__ = [
 _LOGGER = logging.getLogger(__name__)
 CLOSE_SECONDS = 5.0  # how long stopping waits for model calls already running
 XTTS_VOICES = Path("voices") / "xtts"  # cloned voices, one folder per XTTS model, in the first data dir
-
-
-@dataclass(frozen=True)
-class Decoding:
-    """What an ASR request resolves to: the model that decodes it, and how. Equal values decode alike."""
-
-    model: str  # the Whisper engine's name
-    options: Options
 
 
 class Core:
@@ -267,17 +259,24 @@ class Core:
             max_seconds=self.settings.max_audio_seconds,
             hold=self.budget.hold(),
             on_text=on_text if asr.partial_results else None,
-            end_of_turn=request.end_of_turn,
-            max_silence=request.max_silence,
+            turn=None if request.end_of_turn is None else self._turn_detector(request.end_of_turn, request.max_silence),
             drafts=request.drafts,
-            limits=TurnLimits(max_speech=asr.max_turn_seconds, no_speech=asr.no_speech_seconds),
-            turn_model=None if self.turn is None else self.turn.complete,
-            commands=self.sentences.judge,
             cleaner=None if self.suppressor is None else self.suppressor.stream(self.budget.hold()),
         )
 
+    def _turn_detector(self, sensitivity: str, max_silence: float | None) -> TurnDetector:
+        """A turn's detector (turns/detector.py): the server's limits, the turn model, the household's sentences."""
+        asr = self.settings.asr
+        return TurnDetector(
+            sensitivity,
+            max_silence=max_silence,
+            limits=TurnLimits(max_speech=asr.max_turn_seconds, no_speech=asr.no_speech_seconds),
+            turn_model=None if self.turn is None else self.turn.complete,
+            commands=self.sentences.judge,
+        )
+
     def listen(self, request: AsrRequest, *, frontend: Frontend, on_event: OnEvent, many: bool = False) -> Listening:
-        """Turns of a speaker's audio (`listening.py`): one (a transcript per request), or `many` (the next begins
+        """Turns of a speaker's audio (`turns/listening.py`): one (a transcript per request), or `many` (the next begins
         as one ends); each turn's events go to `on_event`. Checks the request at once; `close` it when done."""
         return Listening(self, request, frontend=frontend, on_event=on_event, many=many)
 

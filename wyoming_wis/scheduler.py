@@ -35,7 +35,7 @@ refused as busy at once, and one that a worker reaches too late to finish in tim
 is the expected wait, not a cautious one: a client refused at 18 s that would have
 been answered in 4 s (one in eight at four clients, before) lost its answer for
 nothing, where one admitted and late is dropped before it costs a worker anything.
-A listener's patience runs from each turn's end (`patience_from_now`, listening.py), not from when it connected:
+A listener's patience runs from each turn's end (`patience_from_now`, turns/listening.py), not from when it connected:
 a Realtime session older than --http-max-wait had every turn that queued refused.
 
 An engine whose work may wait for others' (the turn model) runs its workers at a lower CPU priority (`nice`),

@@ -126,6 +126,15 @@ class Options:
 
 
 @dataclass(frozen=True)
+class Decoding:
+    """What an ASR request resolves to (`Core.resolve`): the model that decodes it, and how. Equal values decode
+    alike."""
+
+    model: str  # the Whisper engine's name
+    options: Options
+
+
+@dataclass(frozen=True)
 class Job:
     """One piece of speech to decode."""
 

@@ -15,10 +15,10 @@ Pieces of long audio already decoded are kept, so at the end only what
 changed is decoded. Audio that arrives much faster than real time (a file)
 is not a speaker: it is decoded once, at the end.
 
-A request may leave the end of the turn to the server (`end_of_turn`): then at
-each short pause the session judges whether the speaker is done (`turn.py`),
-and `turn_end()` returns as soon as they are; audio after that end is not part
-of the turn.
+A request may leave the end of the turn to the server (`end_of_turn`): then the
+session has a turn detector (`Turn`, wyoming_wis/turns/detector.py), which it
+asks at each step of the VAD whether the speaker is done, and `turn_end()`
+returns as soon as they are; audio after that end is not part of the turn.
 
 With a noise suppressor (`--noise-suppression`, `denoise.py`) the session keeps only the cleaned audio: the VAD,
 the end of the turn and Whisper all hear the same sound, at the raw audio's sample positions (the cleaner gives
@@ -39,7 +39,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -48,17 +48,7 @@ from ..audio import WHISPER_RATE, AudioFormat, PcmConverter
 from ..budget import Hold
 from ..errors import AudioTooLong, WisError
 from ..scheduler import patience
-from .turn import (
-    PATIENCE,
-    RECHECK_THRESHOLD,
-    Patience,
-    Reason,
-    TurnEnd,
-    TurnLimits,
-    guessed_ending,
-    heard_whole,
-    judged_complete,
-)
+from .turn import Reason, TurnEnd
 from .vad import PAD, WINDOW, Piece, SpeechDetector
 
 if TYPE_CHECKING:
@@ -76,13 +66,25 @@ LIVE_RATE = 1.5  # audio arriving faster than this times real time is a file
 _LIVE_SLACK = 1.0  # seconds of audio a live client may send ahead (buffers, network)
 
 OnText = Callable[[str], Awaitable[None]]
-TurnModel = Callable[[np.ndarray], Awaitable[float]]  # the probability that the speaker's turn is complete
-# Whether a turn's words (and their language) are a whole command (True), stop short of one (False), or neither
-# (None): Home Assistant's own sentence matcher, `turns/commands.py` `Sentences.judge`
-Commands = Callable[[str, str | None], Awaitable[bool | None]]
 LIGHT_BYTES = 256 * 1024  # bytes a piece of audio and the buffer's growth may copy to be kept on the event loop
 _ARRIVALS = 256  # recent feeds remembered, to tell when the last speech arrived
 TURN_PAD = int(0.2 * WHISPER_RATE)  # silence after speech the turn model hears: as it was trained (and pipecat asks)
+
+
+class Turn(Protocol):
+    """What ends a turn the server ends itself (`turns/detector.py` `TurnDetector`): asked as audio arrives and at
+    each step of the VAD while the speaker is live, it ends the turn through `AsrSession.end_turn`."""
+
+    def arrived(self, session: AsrSession) -> None: ...
+
+    async def judge(self, session: AsrSession, audio: np.ndarray) -> bool: ...
+
+    @property
+    def judging(self) -> bool: ...
+
+    async def landed(self) -> None: ...
+
+    def close(self) -> None: ...
 
 
 class AsrSession:
@@ -95,27 +97,21 @@ class AsrSession:
         max_seconds: float,
         hold: Hold,
         on_text: OnText | None = None,
-        end_of_turn: str | None = None,
-        max_silence: float | None = None,
+        turn: Turn | None = None,
         drafts: bool = False,
-        limits: TurnLimits | None = None,
-        turn_model: TurnModel | None = None,
-        commands: Commands | None = None,
         cleaner: Cleaner | None = None,
     ) -> None:
         """`on_text`, if given, receives stable text as it is recognised, in pieces that join into the final text.
 
         `frontend` labels the transcript in the metrics. `hold` is the session's share of the memory budget: the
-        audio buffer is counted in it before it grows, and given back by `close`. With `end_of_turn` (a
-        sensitivity) the session ends the turn itself, within `limits`, asking `turn_model` when there is one and
-        `commands` (a whole command ends the turn at once), and on `max_silence` seconds of silence if that is
-        sooner than the sensitivity's own; with `drafts` it decodes
-        drafts while the speaker talks there too (otherwise only at pauses: the model stays free for them).
+        audio buffer is counted in it before it grows, and given back by `close`. With a `turn` detector the
+        session ends the turn itself, where the detector says; with `drafts` it decodes drafts while the speaker
+        talks there too (otherwise only at pauses: the model stays free for them).
         `cleaner` cleans the audio as it comes, in its own threads; the session closes it.
         """
         self.engine = engine
         # a turn is judged on its words' times too (aligned to the text decoded, which they do not change)
-        self.options = dataclasses.replace(options, words=True) if end_of_turn else options
+        self.options = dataclasses.replace(options, words=True) if turn else options
         self.frontend = frontend
         self.max_seconds = max_seconds
         self.hold = hold
@@ -127,7 +123,7 @@ class AsrSession:
         self._detector = SpeechDetector()
         self._known: dict[Piece, Decoded] = {}  # decoded pieces, reused while they do not change
         self._drafts: dict[Piece, Decoded] = {}
-        self._unsettled: dict[Piece, Decoded] = {}  # decoded pieces whose text is not final (see `_ahead`)
+        self._unsettled: dict[Piece, Decoded] = {}  # decoded pieces whose text is not final (see `ahead`)
         self._latest: tuple[list[Piece], Transcript] | None = None
         self._stable = _StableText()
         self._arrived = asyncio.Event()
@@ -135,19 +131,11 @@ class AsrSession:
         self._follower: asyncio.Task[None] | None = None
         self._first_audio: float | None = None
         self._finishing = False
-        self._patience = _patience(end_of_turn, max_silence)
+        self._turn = turn
         self._speech: asyncio.Future[int] = asyncio.get_running_loop().create_future()  # where speech began
-        self._vad_step = TURN_VAD_STEP if end_of_turn else VAD_STEP
-        self._speaking_drafts = drafts or not end_of_turn  # drafts while the speaker talks
-        self._limits = limits or TurnLimits(max_speech=max_seconds, no_speech=max_seconds)
-        self._turn_model = turn_model
-        self._commands = commands
-        self._turn: asyncio.Future[TurnEnd] = asyncio.get_running_loop().create_future()
-        self._judged: int | None = None  # the end of speech whose pause was judged last
-        self._doubted: int | None = None  # ... if its words were whole but the turn model heard more coming
-        self._complete: int | None = None  # ... if it was judged complete: it ends the turn once it settles
-        self._command: int | None = None  # ... if its words were a whole command: it ends the turn at once
-        self._judging: asyncio.Task[bool] | None = None  # the judgement of `_judged`'s pause, while it runs
+        self._vad_step = TURN_VAD_STEP if turn else VAD_STEP
+        self._speaking_drafts = drafts or not turn  # drafts while the speaker talks
+        self._ended: asyncio.Future[TurnEnd] = asyncio.get_running_loop().create_future()
         self._kept: np.ndarray | None = None  # the audio of a turn the session ended
         self._arrivals: deque[tuple[int, float]] = deque(maxlen=_ARRIVALS)  # (samples kept, when)
         self._cleaner = cleaner
@@ -157,7 +145,7 @@ class AsrSession:
         on the loop where that is a small piece's copy (`_light`); feed one piece at a time. Audio after the end
         of the turn is dropped."""
         async with self._converting:  # the end of a turn may finish the session while a piece is converted
-            if self._turn.done():
+            if self._ended.done():
                 return
             self._count(audio_format.seconds(len(pcm)))
             changed = self._converter is None or self._converter.source != audio_format
@@ -214,14 +202,9 @@ class AsrSession:
         if self._first_audio is None:
             self._first_audio = time.monotonic()
         self._arrivals.append((self._samples, time.perf_counter()))
-        most = self._limits.max_speech * WHISPER_RATE
-        if self._patience is not None and self._samples >= most and not self._turn.done() and self._live(slack=0.0):
-            # here, not in `_judge`: a judgement in flight (a decode) must not make the limit late. A file is not
-            # a speaker: it ends with its audio-stop, however long
-            start = self._detector.speech_start()  # (not on every chunk: until `most`, no turn can reach it)
-            if start is not None and self._samples - start >= most:
-                self._end("max-speech", self._samples, self._samples)
-        if (self._on_text is not None or self._patience is not None) and self._follower is None:
+        if self._turn is not None and not self._ended.done() and self._live(slack=0.0):
+            self._turn.arrived(self)  # a file is not a speaker: it ends with its audio-stop, however long
+        if (self._on_text is not None or self._turn is not None) and self._follower is None:
             # work ahead of need: no client deadline of the request that started it applies; its client's it is
             with patience(None):
                 self._follower = asyncio.create_task(self._follow())
@@ -255,7 +238,7 @@ class AsrSession:
         transcript = await self._transcribe(audio)
         await self._publish(transcript, final=True)
         transcript = dataclasses.replace(transcript, duration=len(audio) / WHISPER_RATE)
-        turn = self._turn.result() if self._kept is not None else None
+        turn = self._ended.result() if self._kept is not None else None
         if turn is None:
             metrics.transcribed(self.frontend, self.engine.name, transcript.duration, ended)
         else:
@@ -281,32 +264,37 @@ class AsrSession:
             self._cleaner.close()
         if self._follower is not None:
             self._follower.cancel()
-        if self._judging is not None:
-            self._judging.cancel()
+        if self._turn is not None:
+            self._turn.close()
         if not self._speech.done():
             self._speech.cancel()
-        if not self._turn.done():
-            self._turn.cancel()  # nobody waits for an end that will not come
-        elif not self._turn.cancelled():
-            self._turn.exception()  # seen: a frontend that did not wait for the end has no use for its error
+        if not self._ended.done():
+            self._ended.cancel()  # nobody waits for an end that will not come
+        elif not self._ended.cancelled():
+            self._ended.exception()  # seen: a frontend that did not wait for the end has no use for its error
         self.hold.close()
 
     @property
     def turn_over(self) -> bool:
         """Whether the server has ended the turn (or the session is closed): audio fed now is dropped."""
-        return self._turn.done()
+        return self._ended.done()
 
     @property
     def samples(self) -> int:
         """Audio kept so far, at 16 kHz."""
         return self._samples
 
+    @property
+    def vad(self) -> SpeechDetector:
+        """Where the speech is in the audio so far, as far as it is scored."""
+        return self._detector
+
     def after_turn(self) -> np.ndarray:
         """The audio that came after the end of the turn (none before it ends): the start of a next turn. Call it
         with no `feed` in flight, whose piece would be part of it."""
-        if not self._turn.done() or self._turn.cancelled() or self._turn.exception() is not None:
+        if not self._ended.done() or self._ended.cancelled() or self._ended.exception() is not None:
             return np.zeros(0, dtype=np.float32)
-        return self._buffer[self._turn.result().samples : self._samples].copy()
+        return self._buffer[self._ended.result().samples : self._samples].copy()
 
     async def speech_start(self) -> int:
         """The sample where the speaker's speech began, once the session's VAD has heard it (where it follows the
@@ -316,7 +304,7 @@ class AsrSession:
     async def turn_end(self) -> TurnEnd:
         """Once the server judges the speaker's turn ended (a request with `end_of_turn` only); `finish` then
         transcribes the turn. Raises what stopped the judging (e.g. a busy server)."""
-        return await asyncio.shield(self._turn)
+        return await asyncio.shield(self._ended)
 
     # -- ahead of the end ------------------------------------------------------
 
@@ -325,11 +313,11 @@ class AsrSession:
             await self._follow_audio()
         except Exception as err:  # a bug: logged; a turn the server ends fails with it (its frontend says so)
             _LOGGER.exception("Error following the audio")
-            if not self._turn.done():
-                self._turn.set_exception(err)
+            if not self._ended.done():
+                self._ended.set_exception(err)
         finally:  # a judgement in flight lands first: its decode is the transcript `finish` needs
-            if self._judging is not None:
-                await asyncio.gather(self._judging, return_exceptions=True)
+            if self._turn is not None:
+                await self._turn.landed()
 
     async def _follow_audio(self) -> None:
         decoded_at, interval = 0, MIN_INTERVAL  # samples received at the last decode; seconds between decodes
@@ -347,17 +335,17 @@ class AsrSession:
             if not self._speech.done() and (start := self._detector.speech_start()) is not None:
                 self._speech.set_result(start)
             # a file is not a speaker: not even its first second, which the slack for a live client's buffers lets in
-            if self._patience is not None and not self._finishing and self._live(slack=0.0):
+            if self._turn is not None and not self._finishing and self._live(slack=0.0):
                 try:
-                    ended = await self._judge(audio)
+                    ended = await self._turn.judge(self, audio)
                 except WisError as err:  # e.g. busy: the turn is judged again later, or ends on silence
                     _LOGGER.debug("Turn not judged: %s", err)
                     continue
                 except Exception as err:  # a bug: the frontend reports it
-                    if not self._turn.done():
-                        self._turn.set_exception(err)
+                    if not self._ended.done():
+                        self._ended.set_exception(err)
                     return
-                if ended or self._turn.done():  # or the most speech a turn may hold was reached meanwhile
+                if ended or self._ended.done():  # or the most speech a turn may hold was reached meanwhile
                     return
             speech_end = self._detector.speech_end()
             if self._finishing or speech_end is None or not self._due(len(audio), speech_end, decoded_at, interval):
@@ -365,7 +353,7 @@ class AsrSession:
             paused = len(audio) - speech_end >= PAD
             started = time.monotonic()
             try:
-                transcript = await (self._ahead(audio) if paused else self._draft(audio))
+                transcript = await (self.ahead(audio) if paused else self._draft(audio))
             except WisError as err:  # e.g. busy: partial results are a bonus
                 _LOGGER.debug("No partial transcript: %s", err)
                 continue
@@ -379,155 +367,22 @@ class AsrSession:
             except ConnectionError:
                 return
 
-    async def _judge(self, audio: np.ndarray) -> bool:
-        """End the turn if its end has come with `audio` (scored); whether it has ended.
-
-        A pause is judged on sense once it has lasted the sensitivity's `check`, with the decode the transcript
-        needs anyway: judged complete, it ends the turn once it has lasted the sensitivity's `settle` (that decode
-        is the transcript). Its words whole but the turn model not sure, the model listens again at the
-        sensitivity's `recheck`. Any pause ends it at the sensitivity's `silence`, and so does the speaker's own
-        silence while Silero hears speech further away (`foreground_end`: a TV across the room). The judgement runs
-        beside the follower (`_judged_pause`), which meanwhile goes on checking the silence: a slow decode (a busy
-        machine, a long turn) never makes a silence's end late.
-        """
-        assert self._patience is not None
-        samples, start, end = len(audio), self._detector.speech_start(), self._detector.speech_end()
-        if start is None or end is None:
-            return samples >= self._limits.no_speech * WHISPER_RATE and self._end("no-speech", samples, None)
-        silence = (samples - end) / WHISPER_RATE
-        if silence >= self._patience.silence:
-            return self._end("silence", samples, end)
-        own = self._detector.foreground_end()  # a TV across the room speaks on after the speaker: its silence
-        if own is not None and (samples - own) / WHISPER_RATE >= self._patience.silence:
-            return self._end("silence", samples, own)  # the audio up to now: soft last words stay in
-        if silence < self._patience.check or not await self._judged_pause(audio, end, silence):
-            return False
-        if self._complete != end or (silence < self._patience.settle and self._command != end):
-            return False
-        await self.engine.score(self._detector, self.audio())  # what came while judging: the speaker may go on
-        resumed = self._detector.speech_end()  # speech inside the audio judged (a word's tail) was decoded with it
-        reason: Reason = "command" if self._command == end else "complete"
-        return resumed is not None and resumed <= samples and self._end(reason, samples, end)
-
-    async def _judged_pause(self, audio: np.ndarray, end: int, silence: float) -> bool:
-        """Whether the pause ending at `end` is judged (its verdict in `_complete`); starts its judgement if not.
-
-        One judgement at a time, as a task: its result is taken at the next step after it lands, for the pause it
-        judged (one where the speaker has spoken again since is judged anew). What stopped it (busy) leaves its
-        pause to the silence, as a judgement that said no; a bug is raised.
-        """
-        judging = self._judging
-        if judging is not None:
-            if not judging.done():
-                return False
-            self._judging = None
-            try:
-                complete = judging.result()
-            except WisError as err:
-                _LOGGER.debug("Turn not judged: %s", err)
-                complete = False
-            self._complete = self._judged if complete else None
-        if self._judged != end:
-            self._judged = end
-            self._judging = asyncio.create_task(self._sounds_complete(audio, end, silence))
-            return False
-        if self._doubted == end and silence >= self._patience.recheck:  # type: ignore[union-attr]
-            self._doubted = None
-            probability = await self._probability(audio)
-            _LOGGER.debug("Listened again after %.2f s of silence: turn model %.2f", silence, probability)
-            if probability >= RECHECK_THRESHOLD:
-                self._complete = end
-        return True
-
-    async def _sounds_complete(self, audio: np.ndarray, end: int, silence: float) -> bool:
-        """Whether the words so far form a request, and the turn model (if there is one) hears the speaker done.
-
-        Where the household's sentences may judge the words and a pause judged complete must settle anyway, the
-        words are judged first and the turn model is asked only if they say nothing: a command's decode then has
-        both cores (on two, the turn model beside it made it take 0.52 s where it takes 0.3 s alone), and the turn
-        model's answer still comes before the settle. Where a complete pause ends the turn at once (`aggressive`),
-        both run together, as without sentences."""
-        assert self._patience is not None
-        started = time.perf_counter()
-        probability: float | None = None
-        if self._patience.silence <= self._patience.settle:  # the silence ends the turn first: only the decode
-            transcript, probability = await self._ahead(_padded(audio, end)), 1.0  # counts (the transcript)
-        elif self._commands is None or self._patience.settle <= self._patience.check:
-            transcript, probability = await asyncio.gather(
-                self._ahead(_padded(audio, end)), self._probability(_padded(audio, end, TURN_PAD))
-            )
-        else:
-            transcript = await self._ahead(_padded(audio, end))
-        if transcript is None:
-            _LOGGER.debug("Judged a pause after %.2f s of silence: its words are not clear yet", silence)
-            self._doubted = None
-            return False
-        command = await self._a_command(transcript, end)
-        if command is not None:  # the household's sentences say: whole (end now), or stopped short (wait)
-            complete, self._doubted = command, None
-            self._command = end if command else None
-        else:
-            if probability is None:
-                probability = await self._probability(_padded(audio, end, TURN_PAD))
-            complete = judged_complete(transcript, end / WHISPER_RATE, probability, self._patience.threshold)
-            self._doubted = end if not complete and heard_whole(transcript, end / WHISPER_RATE) else None
-        words = transcript.words
-        _LOGGER.debug(
-            "Judged a pause after %.2f s of silence in %.2f s: %r (last word from %.2f s before the end), a command:"
-            " %s, turn model %s: %s",
-            silence,
-            time.perf_counter() - started,
-            transcript.text,
-            end / WHISPER_RATE - words[-1].start if words else float("nan"),
-            {True: "whole", False: "stopped short", None: "neither"}[command],
-            "not asked" if probability is None else f"{probability:.2f}",
-            "complete" if complete else "not complete",
-        )
-        return complete
-
-    async def _a_command(self, transcript: Transcript, end: int) -> bool | None:
-        """Whether a pause's words are a whole command (True), stop short of one (False), or neither (None; also
-        where the sensitivity's silence ends a turn before it may settle: Realtime's server_vad keeps its silence)."""
-        assert self._patience is not None
-        if self._commands is None or self._patience.silence <= self._patience.settle:
-            return None
-        verdict = await self._commands(transcript.text, transcript.language)
-        if verdict and guessed_ending(transcript.words, end / WHISPER_RATE):
-            # Whisper may have made the last word up ("set a timer for" + "it"): where the words before it stop
-            # short of a command ("turn on the" + "light"), the sound decides; else ("what time is" + a soft "it")
-            # the command stands
-            before = "".join(word.word for word in transcript.words[:-1])
-            if await self._commands(before, transcript.language) is False:
-                return None
-        return verdict
-
-    async def _probability(self, audio: np.ndarray) -> float:
-        """The turn model's probability that the speaker is done; without it (none, or busy), the words decide."""
-        if self._turn_model is None or self._patience is None:
-            return 1.0
-        try:
-            with patience(self._patience.silence):  # an answer after the silence has ended the turn is no use
-                return await self._turn_model(audio)
-        except WisError as err:
-            _LOGGER.debug("No turn model: %s", err)
-            return 1.0
-
-    def _end(self, reason: Reason, samples: int, speech_end: int | None) -> bool:
+    def end_turn(self, reason: Reason, samples: int, speech_end: int | None) -> bool:
         """End the turn at `samples` (its speech at `speech_end`, which arrived when the arrivals say), unless it
-        has ended already; True."""
-        if self._turn.done():
+        has ended already; True. The turn's detector calls it."""
+        if self._ended.done():
             return True
         arrived = None if speech_end is None else next((t for n, t in self._arrivals if n >= speech_end), None)
         kept = self._buffer[:samples]
-        self._kept = kept if speech_end is None else _padded(kept, speech_end)
-        self._turn.set_result(TurnEnd(reason, samples, arrived, speech_end))
+        self._kept = kept if speech_end is None else padded(kept, speech_end)
+        self._ended.set_result(TurnEnd(reason, samples, arrived, speech_end))
         _LOGGER.debug("Turn ended (%s) after %.2f s", reason, samples / WHISPER_RATE)
         return True
 
     def _due(self, samples: int, speech_end: int, decoded_at: int, interval: float) -> bool:
         """Whether a decode now is worth its cost."""
-        if not self._live() or not self.engine.idle or (self._judging is not None and not self._judging.done()):
-            return False  # (a judgement's decode is the pause's: `_ahead` takes it once it lands)
+        if not self._live() or not self.engine.idle or (self._turn is not None and self._turn.judging):
+            return False  # (a judgement's decode is the pause's: `ahead` takes it once it lands)
         if samples - speech_end >= PAD:  # a pause: decode it once, exactly as the end would
             return decoded_at < speech_end + PAD
         if samples - speech_end >= QUIET or not self._speaking_drafts:
@@ -550,11 +405,11 @@ class AsrSession:
         self._latest = (pieces, transcript)
         return transcript
 
-    async def _ahead(self, audio: np.ndarray) -> Transcript | None:
+    async def ahead(self, audio: np.ndarray) -> Transcript | None:
         """`_transcribe` at a pause, before the end. Where the server ends the turn, a piece whose text the short
         window does not trust is not decoded again now (the standard pass's temperature fallback takes seconds,
         and holds the model while the speaker may go on): None, and that piece is decoded at the end."""
-        if self._patience is None:
+        if self._turn is None:
             return await self._transcribe(audio)
         pieces = self._detector.pieces(len(audio))
         if self._latest is not None and self._latest[0] == pieces:
@@ -642,17 +497,7 @@ class AsrSession:
             await self._cleaner.run(work)
 
 
-def _patience(end_of_turn: str | None, max_silence: float | None) -> Patience | None:
-    """How long a turn the session ends waits: the sensitivity's, its silence cut to `max_silence` if shorter."""
-    if end_of_turn is None:
-        return None
-    patience = PATIENCE[end_of_turn]
-    if max_silence is None or max_silence >= patience.silence:
-        return patience
-    return dataclasses.replace(patience, silence=max_silence)
-
-
-def _padded(audio: np.ndarray, speech_end: int, pad: int = PAD) -> np.ndarray:
+def padded(audio: np.ndarray, speech_end: int, pad: int = PAD) -> np.ndarray:
     """`audio` with silence added up to `pad` after `speech_end`, as if the pause had lasted that long.
 
     Whisper, given speech that stops right after a word, tends to finish the sentence itself ("set a timer for"

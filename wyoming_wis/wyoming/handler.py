@@ -49,11 +49,11 @@ from ..audio import AudioFormat, chunks
 from ..config import WyomingSettings
 from ..core import Core, Heard, SpeechStream, WakeStream
 from ..errors import BadRequest, Busy, ShuttingDown, Timeout, UnknownProgram, WisError
-from ..listening import Failed, Final, Listening, Partial, TurnEvent
 from ..requests import AsrRequest, SpeechRequest, WakeRequest
 from ..scheduler import household_first, patience
 from ..served import ASR
 from ..shares import client, owner
+from ..turns.listening import Failed, Final, Listening, Partial, TurnEvent
 from ..values import quote
 from .info import PROGRAM_NAME, build_info
 from .reader import EventLimits, Idle, read_event

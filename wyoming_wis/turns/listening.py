@@ -6,7 +6,7 @@ feeds it audio as it comes, and translates the events it hears back into its pro
 - `SpeechStarted`: the session's VAD heard the turn's speech begin (only where the server ends turns);
 - `Partial`: the next stable words of the turn, while the speaker talks (with --partial-results);
 - `TurnEnded`: the turn is over, ended by the server (`end_of_turn`: the session judged the speaker done, see
-  asr/session.py and asr/turn.py) or by the client (`commit`: Wyoming's audio-stop, WebRTC's stop, the Realtime
+  turns/detector.py) or by the client (`commit`: Wyoming's audio-stop, WebRTC's stop, the Realtime
   API's commit), whichever came first;
 - `Final` or `Failed`: its transcript, or why there is none. Turns are answered in order.
 
@@ -27,18 +27,17 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal, Protocol
 
 import numpy as np
 
-from .asr import AsrSession, Transcript
-from .audio import WHISPER_RATE, AudioFormat
-from .errors import Busy, WisError
-from .requests import AsrRequest, Frontend
-from .scheduler import patience_from_now
-
-if TYPE_CHECKING:
-    from .core import Core
+from ..asr import AsrSession, Transcript
+from ..asr.decoder import Decoding
+from ..asr.session import OnText
+from ..audio import WHISPER_RATE, AudioFormat
+from ..errors import Busy, WisError
+from ..requests import AsrRequest, Frontend
+from ..scheduler import patience_from_now
 
 _LOGGER = logging.getLogger(__name__)
 MAX_ANSWERING = 4  # turns of one listening waiting for their transcripts at once
@@ -92,11 +91,19 @@ class _Turn:
         self.watch: asyncio.Task[None] | None = None
 
 
+class Sessions(Protocol):
+    """What a listening asks of the core (core.py `Core`): to check a request, and to open each turn's session."""
+
+    def resolve(self, request: AsrRequest) -> Decoding: ...
+
+    def open_asr(self, request: AsrRequest, *, frontend: Frontend, on_text: OnText | None = None) -> AsrSession: ...
+
+
 class Listening:
     """Audio in, turns out (see the module's docstring); `close` it once the frontend is done with it."""
 
     def __init__(
-        self, core: Core, request: AsrRequest, *, frontend: Frontend, on_event: OnEvent, many: bool = False
+        self, core: Sessions, request: AsrRequest, *, frontend: Frontend, on_event: OnEvent, many: bool = False
     ) -> None:
         """`request` is checked at once (`Core.resolve`); each turn opens a session for it."""
         self.decoding = core.resolve(request)
