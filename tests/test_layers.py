@@ -150,3 +150,26 @@ def test_architecture_names_every_module() -> None:
     named = {match for match in re.findall(r"`((?:wyoming_wis|http_api|rtc|tests|bench|scripts)/[\w/.]*)`", text)}
     missing = sorted(path for path in named if not (ROOT / path).exists())
     assert missing == [], f"ARCHITECTURE.md names {missing}, which do not exist"
+
+
+def _attributes(path: Path, cls: str) -> set[str]:
+    """The attributes a class's methods set on `self`."""
+    tree = ast.parse(path.read_text(), str(path))
+    found = next(node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == cls)
+    return {
+        target.attr
+        for node in ast.walk(found)
+        if isinstance(node, (ast.Assign, ast.AnnAssign))
+        for whole in (node.targets if isinstance(node, ast.Assign) else [node.target])
+        for target in ast.walk(whole)
+        if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self"
+    }
+
+
+def test_the_asr_session_keeps_audio_vad_and_decoding_only() -> None:
+    """The end of the turn is the detector's (turns/detector.py): the session holds none of its state, and stays
+    small enough to read (issue 50: at most 20 attributes)."""
+    attributes = _attributes(ROOT / "wyoming_wis" / "asr" / "session.py", "AsrSession")
+    assert len(attributes) <= 20, sorted(attributes)
+    judging = {name for name in attributes if re.search(r"judg|patience|doubt|complete|command|limits", name)}
+    assert judging == set(), judging

@@ -36,8 +36,8 @@ import dataclasses
 import logging
 import re
 import time
-from collections import deque
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Protocol
 
@@ -48,6 +48,7 @@ from ..audio import WHISPER_RATE, AudioFormat, PcmConverter
 from ..budget import Hold
 from ..errors import AudioTooLong, WisError
 from ..scheduler import patience
+from .buffer import AudioBuffer
 from .turn import Reason, TurnEnd
 from .vad import PAD, WINDOW, Piece, SpeechDetector
 
@@ -67,7 +68,6 @@ _LIVE_SLACK = 1.0  # seconds of audio a live client may send ahead (buffers, net
 
 OnText = Callable[[str], Awaitable[None]]
 LIGHT_BYTES = 256 * 1024  # bytes a piece of audio and the buffer's growth may copy to be kept on the event loop
-_ARRIVALS = 256  # recent feeds remembered, to tell when the last speech arrived
 TURN_PAD = int(0.2 * WHISPER_RATE)  # silence after speech the turn model hears: as it was trained (and pipecat asks)
 
 
@@ -113,18 +113,12 @@ class AsrSession:
         # a turn is judged on its words' times too (aligned to the text decoded, which they do not change)
         self.options = dataclasses.replace(options, words=True) if turn else options
         self.frontend = frontend
-        self.max_seconds = max_seconds
-        self.hold = hold
         self.seconds = 0.0  # audio received so far
         self._on_text = on_text
         self._converter: PcmConverter | None = None
-        self._buffer = np.zeros(0, dtype=np.float32)  # grows by doubling; the first `_samples` are audio
-        self._samples = 0
+        self._audio = AudioBuffer(hold, max_seconds)
         self._detector = SpeechDetector()
-        self._known: dict[Piece, Decoded] = {}  # decoded pieces, reused while they do not change
-        self._drafts: dict[Piece, Decoded] = {}
-        self._unsettled: dict[Piece, Decoded] = {}  # decoded pieces whose text is not final (see `ahead`)
-        self._latest: tuple[list[Piece], Transcript] | None = None
+        self._decoded = _Decoded()
         self._stable = _StableText()
         self._arrived = asyncio.Event()
         self._converting = asyncio.Lock()
@@ -133,12 +127,19 @@ class AsrSession:
         self._finishing = False
         self._turn = turn
         self._speech: asyncio.Future[int] = asyncio.get_running_loop().create_future()  # where speech began
-        self._vad_step = TURN_VAD_STEP if turn else VAD_STEP
         self._speaking_drafts = drafts or not turn  # drafts while the speaker talks
         self._ended: asyncio.Future[TurnEnd] = asyncio.get_running_loop().create_future()
-        self._kept: np.ndarray | None = None  # the audio of a turn the session ended
-        self._arrivals: deque[tuple[int, float]] = deque(maxlen=_ARRIVALS)  # (samples kept, when)
         self._cleaner = cleaner
+
+    @property
+    def max_seconds(self) -> float:
+        """The most audio the session takes."""
+        return self._audio.max_seconds
+
+    @property
+    def hold(self) -> Hold:
+        """The session's share of the memory budget: its audio, and what its request holds besides."""
+        return self._audio.hold
 
     async def feed(self, pcm: bytes, audio_format: AudioFormat) -> None:
         """Add audio; the format may change between pieces. It is converted (and cleaned) in a worker thread, or
@@ -174,8 +175,7 @@ class AsrSession:
         converter = self._converter
         if self._cleaner is not None or converter is None or converter.resamples:
             return False
-        grows = self._samples + size // converter.source.width > len(self._buffer)
-        return size + (self._samples * self._buffer.itemsize if grows else 0) <= LIGHT_BYTES
+        return size + self._audio.growth_bytes(size // converter.source.width) <= LIGHT_BYTES
 
     async def feed_samples(self, samples: np.ndarray, *, cleaned: bool = False) -> None:
         """Add audio already at 16 kHz mono float32 (a decoded file), with no conversion on the event loop.
@@ -183,11 +183,11 @@ class AsrSession:
         self._count(len(samples) / WHISPER_RATE)
         if self._cleaner is None:
             self._flush()
-            self._append(samples)
+            self._audio.append(samples)
         else:
             async with self._converting:  # one piece at a time through the cleaner
                 await self._in_worker(
-                    lambda: (self._flush(), self._append(samples) if cleaned else self._keep(samples))
+                    lambda: (self._flush(), self._audio.append(samples) if cleaned else self._keep(samples))
                 )
         self._arrive()
 
@@ -201,7 +201,7 @@ class AsrSession:
         """New audio is kept: end a turn that has reached its most speech, and wake the follower."""
         if self._first_audio is None:
             self._first_audio = time.monotonic()
-        self._arrivals.append((self._samples, time.perf_counter()))
+        self._audio.arrived()
         if self._turn is not None and not self._ended.done() and self._live(slack=0.0):
             self._turn.arrived(self)  # a file is not a speaker: it ends with its audio-stop, however long
         if (self._on_text is not None or self._turn is not None) and self._follower is None:
@@ -238,7 +238,7 @@ class AsrSession:
         transcript = await self._transcribe(audio)
         await self._publish(transcript, final=True)
         transcript = dataclasses.replace(transcript, duration=len(audio) / WHISPER_RATE)
-        turn = self._ended.result() if self._kept is not None else None
+        turn = self._ended.result() if self._audio.turn_ended else None
         if turn is None:
             metrics.transcribed(self.frontend, self.engine.name, transcript.duration, ended)
         else:
@@ -254,7 +254,7 @@ class AsrSession:
                 self._flush()
             else:
                 cleaner = self._cleaner
-                await self._in_worker(lambda: (self._flush(), self._append(cleaner.flush())))
+                await self._in_worker(lambda: (self._flush(), self._audio.append(cleaner.flush())))
 
     def close(self) -> None:
         """Stop work ahead of need and give the buffer's memory back to the budget; call once the request ends,
@@ -282,7 +282,7 @@ class AsrSession:
     @property
     def samples(self) -> int:
         """Audio kept so far, at 16 kHz."""
-        return self._samples
+        return self._audio.samples
 
     @property
     def vad(self) -> SpeechDetector:
@@ -294,7 +294,7 @@ class AsrSession:
         with no `feed` in flight, whose piece would be part of it."""
         if not self._ended.done() or self._ended.cancelled() or self._ended.exception() is not None:
             return np.zeros(0, dtype=np.float32)
-        return self._buffer[self._ended.result().samples : self._samples].copy()
+        return self._audio.since(self._ended.result().samples)
 
     async def speech_start(self) -> int:
         """The sample where the speaker's speech began, once the session's VAD has heard it (where it follows the
@@ -325,7 +325,7 @@ class AsrSession:
             await self._arrived.wait()
             self._arrived.clear()
             audio = self.audio()
-            if self._finishing or len(audio) - self._detector.scored < self._vad_step:
+            if self._finishing or len(audio) - self._detector.scored < (TURN_VAD_STEP if self._turn else VAD_STEP):
                 continue
             try:
                 await self.engine.score(self._detector, audio)
@@ -372,9 +372,9 @@ class AsrSession:
         has ended already; True. The turn's detector calls it."""
         if self._ended.done():
             return True
-        arrived = None if speech_end is None else next((t for n, t in self._arrivals if n >= speech_end), None)
-        kept = self._buffer[:samples]
-        self._kept = kept if speech_end is None else padded(kept, speech_end)
+        arrived = None if speech_end is None else self._audio.arrival(speech_end)
+        kept = self._audio.until(samples)
+        self._audio.end_turn(kept if speech_end is None else padded(kept, speech_end))
         self._ended.set_result(TurnEnd(reason, samples, arrived, speech_end))
         _LOGGER.debug("Turn ended (%s) after %.2f s", reason, samples / WHISPER_RATE)
         return True
@@ -397,12 +397,12 @@ class AsrSession:
     async def _transcribe(self, audio: np.ndarray) -> Transcript:
         """Decode the speech in `audio`, or reuse the last result if its pieces are the same."""
         pieces = self._detector.pieces(len(audio))
-        if self._latest is not None and self._latest[0] == pieces:
-            return self._latest[1]
+        if (latest := self._decoded.latest(pieces)) is not None:
+            return latest
         transcript = await self.engine.transcribe_pieces(
-            audio, self._detector, pieces, options=self.options, known=self._known
+            audio, self._detector, pieces, options=self.options, known=self._decoded.known
         )
-        self._latest = (pieces, transcript)
+        self._decoded.last = (pieces, transcript)
         return transcript
 
     async def ahead(self, audio: np.ndarray) -> Transcript | None:
@@ -412,16 +412,16 @@ class AsrSession:
         if self._turn is None:
             return await self._transcribe(audio)
         pieces = self._detector.pieces(len(audio))
-        if self._latest is not None and self._latest[0] == pieces:
-            return self._latest[1]
-        judged = self._known | self._unsettled
+        if (latest := self._decoded.latest(pieces)) is not None:
+            return latest
+        judged = self._decoded.known | self._decoded.unsettled
         options = dataclasses.replace(self.options, judging=True)
         transcript = await self.engine.transcribe_pieces(audio, self._detector, pieces, options=options, known=judged)
         for piece, decoded in judged.items():
-            (self._unsettled if decoded.unsettled else self._known)[piece] = decoded
+            (self._decoded.unsettled if decoded.unsettled else self._decoded.known)[piece] = decoded
         if any(judged[piece].unsettled for piece in pieces):
             return None
-        self._latest = (pieces, transcript)
+        self._decoded.last = (pieces, transcript)
         return transcript
 
     async def _decode_in_order(self, audio: np.ndarray) -> None:
@@ -431,12 +431,12 @@ class AsrSession:
         beginning before the end is decoded; the first piece goes alone, to be quick.
         """
         pieces = self._detector.pieces(len(audio))
-        todo = [index for index, piece in enumerate(pieces) if piece not in self._known]
+        todo = [index for index, piece in enumerate(pieces) if piece not in self._decoded.known]
         group = 1
         while len(todo) > group:
             end = todo[group - 1] + 1
             prefix = await self.engine.transcribe_pieces(
-                audio, self._detector, pieces[:end], options=self.options, known=self._known
+                audio, self._detector, pieces[:end], options=self.options, known=self._decoded.known
             )
             await self._publish(prefix, final=True)
             todo, group = todo[group:], self.engine.batcher.max_batch
@@ -444,7 +444,9 @@ class AsrSession:
     async def _draft(self, audio: np.ndarray) -> Transcript:
         pieces = self._detector.pieces(len(audio))
         options = dataclasses.replace(self.options, draft=True)
-        return await self.engine.transcribe_pieces(audio, self._detector, pieces, options=options, known=self._drafts)
+        return await self.engine.transcribe_pieces(
+            audio, self._detector, pieces, options=options, known=self._decoded.drafts
+        )
 
     async def _publish(self, transcript: Transcript, final: bool) -> None:
         """Send the stable words of `transcript` not sent yet, with their tokens' log-probabilities if asked."""
@@ -457,26 +459,9 @@ class AsrSession:
 
     # -- audio buffer ---------------------------------------------------------
 
-    def _append(self, samples: np.ndarray) -> None:
-        """Keep samples, growing the buffer (counted in the budget first) by doubling, up to the audio limit."""
-        end = self._samples + len(samples)
-        if self._samples == 0 and samples.dtype == np.float32 and samples.flags.owndata and samples.flags.writeable:
-            self.hold.set(samples.nbytes)  # a decoded file: kept as it is, not copied
-            self._buffer = samples
-        else:
-            if end > len(self._buffer):
-                most = int(self.max_seconds * WHISPER_RATE) + WHISPER_RATE  # a resampler may add a few samples
-                size = max(end, min(max(2 * len(self._buffer), WHISPER_RATE), most))
-                self.hold.set(size * 4)
-                grown = np.zeros(size, dtype=np.float32)
-                grown[: self._samples] = self._buffer[: self._samples]
-                self._buffer = grown
-            self._buffer[self._samples : end] = samples
-        self._samples = end
-
     def audio(self) -> np.ndarray:
         """All audio so far, or the turn's once it has ended; a view that later audio does not change."""
-        return self._buffer[: self._samples] if self._kept is None else self._kept
+        return self._audio.audio()
 
     def _flush(self) -> None:
         """Keep a resampler's last samples; blocking where a cleaner cleans them (in `_in_worker`, then)."""
@@ -486,7 +471,7 @@ class AsrSession:
 
     def _keep(self, samples: np.ndarray) -> None:
         """Keep newly converted samples, cleaned first where the session has a cleaner; blocking."""
-        self._append(samples if self._cleaner is None else self._cleaner.clean(samples))
+        self._audio.append(samples if self._cleaner is None else self._cleaner.clean(samples))
 
     async def _in_worker(self, work: Callable[[], object]) -> None:
         """Run `work` (converting, cleaning, keeping: all grow with the audio) off the event loop: in the cleaner's
@@ -505,6 +490,20 @@ def padded(audio: np.ndarray, speech_end: int, pad: int = PAD) -> np.ndarray:
     """
     missing = speech_end + pad - len(audio)
     return audio if missing <= 0 else np.concatenate([audio, np.zeros(missing, dtype=np.float32)])
+
+
+@dataclass
+class _Decoded:
+    """What a session has decoded, reused while the audio it covers does not change."""
+
+    known: dict[Piece, Decoded] = field(default_factory=dict)  # decoded pieces
+    drafts: dict[Piece, Decoded] = field(default_factory=dict)
+    unsettled: dict[Piece, Decoded] = field(default_factory=dict)  # decoded pieces whose text is not final (`ahead`)
+    last: tuple[list[Piece], Transcript] | None = None  # the last transcript, and its pieces
+
+    def latest(self, pieces: list[Piece]) -> Transcript | None:
+        """The last transcript, if it was of these pieces."""
+        return self.last[1] if self.last is not None and self.last[0] == pieces else None
 
 
 class _StableText:
