@@ -103,6 +103,14 @@ REJECTED = Counter(
     ["engine", "model"],
     registry=REGISTRY,
 )
+TURNS = Counter(
+    "wis_turns_total",
+    "Turns answered, whatever the frontend (Wyoming, WebRTC, the Realtime API over a WebSocket or a call), by "
+    "frontend, what ended the turn (commit: its client; the server's reason: command, complete, silence, max-speech, "
+    "no-speech; none: it failed before it ended) and status (ok or the error code)",
+    ["frontend", "ended", "status"],
+    registry=REGISTRY,
+)
 AFTER_AUDIO = _latency(
     "wis_asr_after_end_of_audio_seconds",
     "Time from the end of the client's audio (Wyoming audio-stop, end of the HTTP body) to the transcript",
@@ -247,6 +255,11 @@ def transcribed(
     elif audio_ended is not None:
         AFTER_SPEECH.labels(frontend, turn_ended).observe(time.perf_counter() - audio_ended)
     ASR_SECONDS.labels(frontend, model).inc(audio_seconds)
+
+
+def turn_answered(frontend: str, ended: str, err: BaseException | None = None) -> None:
+    """A turn's transcript went out (`err`: its error did); `ended` says what ended it (`TURNS`)."""
+    TURNS.labels(frontend, ended, "ok" if err is None else status_of(err)).inc()
 
 
 class _Format(Protocol):

@@ -31,6 +31,7 @@ from typing import Literal, Protocol
 
 import numpy as np
 
+from .. import metrics
 from ..asr import AsrSession, Transcript
 from ..asr.decoder import Decoding
 from ..asr.session import OnText
@@ -290,7 +291,7 @@ class Listening:
         self.over = not self._many
         start = turn.start / WHISPER_RATE
         await self._emit(TurnEnded(turn.number, by, reason, start, start + until / WHISPER_RATE, ended))
-        answer = self._answer(turn, ended, self._last_answer, request)
+        answer = self._answer(turn, reason, ended, self._last_answer, request)
         with patience_from_now():  # the turn's own deadline: its client waits for its transcript from its end
             task = self._last_answer = asyncio.create_task(answer)
         self._answers.add(task)
@@ -304,9 +305,10 @@ class Listening:
             _LOGGER.error("Error answering a turn", exc_info=err)
 
     async def _answer(
-        self, turn: _Turn, ended: float, before: asyncio.Task[None] | None, request: AsrRequest | None
+        self, turn: _Turn, reason: str, ended: float, before: asyncio.Task[None] | None, request: AsrRequest | None
     ) -> None:
-        """Transcribe the turn; its `Final` (or `Failed`) goes out after the turn before's."""
+        """Transcribe the turn (ended for `reason`); its `Final` (or `Failed`) goes out after the turn before's, and
+        counts in the metrics."""
         try:
             async with turn.session:
                 if request is None or self._core.resolve(request) == self.decoding:
@@ -324,6 +326,7 @@ class Listening:
             outcome = Final(turn.number, transcript)
         if before is not None:
             await asyncio.gather(before, return_exceptions=True)
+        metrics.turn_answered(self._frontend, reason, outcome.error if isinstance(outcome, Failed) else None)
         await self._emit(outcome)
 
     async def _decode_again(self, session: AsrSession, request: AsrRequest, ended: float) -> Transcript:
@@ -338,6 +341,7 @@ class Listening:
     async def _fail(self, turn: _Turn, err: WisError) -> None:
         self._drop(turn)
         self.over = not self._many
+        metrics.turn_answered(self._frontend, "none", err)
         await self._emit(Failed(turn.number, err))
 
     def _drop(self, turn: _Turn, kept: int | None = None) -> None:
