@@ -48,7 +48,16 @@ from wyoming_wis.core import Core, Delta, TokenLogprob
 from wyoming_wis.errors import Busy, WisError
 from wyoming_wis.scheduler import household_first
 from wyoming_wis.shares import Place, Slots, owner
-from wyoming_wis.turns.listening import Failed, Final, Listening, Partial, SpeechStarted, TurnEnded, TurnEvent
+from wyoming_wis.turns.listening import (
+    MIN_COMMIT_SECONDS,
+    Failed,
+    Final,
+    Listening,
+    Partial,
+    SpeechStarted,
+    TurnEnded,
+    TurnEvent,
+)
 from wyoming_wis.values import quote
 
 from .errors import ApiError
@@ -81,7 +90,6 @@ AUDIO_BURST = 10.0
 # being read; whole ones queued, up to 512 KiB and one past it; a socket read of 256 KiB not parsed yet) and the
 # frame being handled with its audio decoded (3/4 of its size): 4.5 frames, at most
 RECEIVE_ALLOWANCE = 5 * MAX_FRAME_BYTES
-MIN_COMMIT_SECONDS = 0.1  # OpenAI's least audio for a commit
 # An append up to this (base64 characters: 1 s of 24 kHz PCM) is decoded on the event loop, in at most 0.2 ms;
 # a larger one in a worker thread. A 20 ms append decodes in 3 us, the thread hop costs 126 us.
 INLINE_AUDIO_CHARS = 64 * 1024
@@ -298,16 +306,11 @@ class RealtimeSession:
         self.id = "sess_" + secrets.token_hex(12)
         self.config = config or Config()
         self._events = itertools.count(1)
-        self._listenings = itertools.count(1)
-        self._listening: Listening | None = None
-        self._number = 0  # of the listening now open
-        self._base = 0.0  # seconds of audio before the listening now open: audio_*_ms count from the session's start
-        self._bases: dict[int, float] = {}  # of the listenings open or retiring
-        self._items: dict[tuple[int, int], str] = {}  # (listening, turn) -> item id
+        self._listening: Listening | None = None  # opened by the first audio or update; its times are the session's
+        self._items: dict[int, str] = {}  # turn -> item id
         self._told: set[str] = set()  # items the client has been told of (speech_started or committed)
         self._held: dict[str, list[str]] = {}  # text of items not told of yet, as it came
         self._last_item: str | None = None  # the last committed item
-        self._retiring: dict[Listening, asyncio.Task[None]] = {}  # of an earlier configuration, finishing turns
         self._warned = False  # the client's first mistake has been logged as a warning
         self._parsing = Pace(EVENT_BYTES_PER_SECOND, 2 * MAX_EVENT_BYTES)
         self._audio = Pace(AUDIO_PACE, AUDIO_BURST)
@@ -320,8 +323,6 @@ class RealtimeSession:
 
     def close(self) -> None:
         """Stop listening: turns not answered yet are dropped."""
-        for retiring in self._retiring.values():
-            retiring.cancel()  # which closes its listening
         if self._listening is not None:
             self._listening.close()
 
@@ -399,17 +400,17 @@ class RealtimeSession:
         """Audio that came otherwise than in appends (16 kHz mono float32: WebRTC's track), into the listening,
         opened as an append opens it; an error (e.g. past --max-audio-seconds) goes to the client as an event."""
         try:
-            listening = self._listening or await self._relisten(self.config)
-            await listening.feed_samples(samples)
+            await self._listen().feed_samples(samples)
         except WisError as err:
             await self._send({"type": "error", "error": _error_body(err) | {"event_id": None}})
 
     async def _update(self, event: dict[str, Any]) -> None:
         config = self.config.updated(event.get("session"), beta=event["type"] == "transcription_session.update")
         request = config.request()
-        if request != self.config.request() or self._listening is None:
-            self.core.resolve(request)  # an unknown model or language: an error, the session unchanged
-            await self._relisten(config)
+        if self._listening is None:
+            self._listen(config)  # an unknown model or language: an error, the session unchanged
+        elif request != self.config.request():
+            await self._listening.change(request)  # (the same: the turn being heard is answered as it began)
         self.config = config
         await self._send({"type": self._kind("updated"), "session": self._render()})
 
@@ -425,12 +426,12 @@ class RealtimeSession:
         else:
             pcm = await asyncio.to_thread(_decode, audio, config.format)
         if pcm:
-            listening = self._listening or await self._relisten(config)
+            listening = self._listen()
             turn = listening.turn
             try:
                 await listening.feed(pcm, config.audio_format)
             except WisError:
-                self._forget(self._number, turn)  # the listening dropped the turn: no event comes for it
+                self._forget(turn)  # the listening dropped the turn: no event comes for it
                 raise
             await self._audio.take(config.audio_format.seconds(len(pcm)))
 
@@ -449,49 +450,22 @@ class RealtimeSession:
         if self._listening is not None:
             turn = self._listening.turn
             await self._listening.clear()
-            self._forget(self._number, turn)
+            self._forget(turn)
         await self._send({"type": "input_audio_buffer.cleared"})
 
-    async def _relisten(self, config: Config) -> Listening:
-        """A listening for `config`'s request; the one before finishes its turns (the one being heard, committed
-        if it holds enough audio, else dropped) and then closes."""
-        old = self._listening
-        number = next(self._listenings)
-
-        async def on_event(event: TurnEvent) -> None:
-            await self._on_turn(number, event)
-
-        listening = self.core.listen(config.request(), frontend="realtime", on_event=on_event, many=True)
-        if old is not None:
-            self._base += old.heard
-            self._retiring[old] = asyncio.create_task(self._retire(old, self._number))
-        self._listening, self._number = listening, number
-        self._bases[number] = self._base
-        return listening
-
-    async def _retire(self, old: Listening, number: int) -> None:
-        """The turn being heard under the old configuration is answered under it, if it holds enough audio; then
-        what the session kept for the listening goes."""
-        try:
-            if old.seconds >= MIN_COMMIT_SECONDS:
-                with suppress(WisError):  # busy: that turn is dropped
-                    await old.commit()
-            await old.drain()
-        finally:
-            old.close()
-            self._retiring.pop(old, None)
-            self._bases.pop(number, None)
-            for key in [key for key in self._items if key[0] == number]:
-                self._forget(*key)
+    def _listen(self, config: Config | None = None) -> Listening:
+        """The session's listening, opened for `config` (by default the session's) if it is not open yet."""
+        if self._listening is None:
+            request = (config or self.config).request()
+            self._listening = self.core.listen(request, frontend="realtime", on_event=self._on_turn, many=True)
+        return self._listening
 
     # -- turn events --------------------------------------------------------------
 
-    async def _on_turn(self, listening: int, event: TurnEvent) -> None:
-        key = (listening, event.turn)
-        item = self._items.setdefault(key, "item_" + secrets.token_hex(12))
-        base = self._bases[listening]
+    async def _on_turn(self, event: TurnEvent) -> None:
+        item = self._items.setdefault(event.turn, "item_" + secrets.token_hex(12))
         if isinstance(event, SpeechStarted):
-            start = max(0, round((base + event.at) * 1000) - self._prefix_ms())
+            start = max(0, round(event.at * 1000) - self._prefix_ms())
             await self._send({"type": "input_audio_buffer.speech_started", "audio_start_ms": start, "item_id": item})
             self._told.add(item)
         elif isinstance(event, Partial):
@@ -501,7 +475,7 @@ class RealtimeSession:
                 self._held.setdefault(item, []).append(event.text)
         elif isinstance(event, TurnEnded):
             if event.by == "server":
-                end = round((base + event.end) * 1000)
+                end = round(event.end * 1000)
                 await self._send({"type": "input_audio_buffer.speech_stopped", "audio_end_ms": end, "item_id": item})
             previous, self._last_item = self._last_item, item
             await self._send({"type": "input_audio_buffer.committed", "previous_item_id": previous, "item_id": item})
@@ -509,15 +483,15 @@ class RealtimeSession:
             for held in self._held.pop(item, []):
                 await self._delta(item, held)
         else:
-            self._forget(*key)
+            self._forget(event.turn)
             if isinstance(event, Final):
                 await self._completed(item, event)
             elif isinstance(event, Failed):
                 await self._failed(item, event.error)
 
-    def _forget(self, listening: int, turn: int | None) -> None:
+    def _forget(self, turn: int | None) -> None:
         """A turn is answered, or dropped unanswered: its item is no longer the session's to tell of."""
-        item = self._items.pop((listening, turn), None) if turn is not None else None
+        item = self._items.pop(turn, None) if turn is not None else None
         if item is not None:
             self._told.discard(item)
             self._held.pop(item, None)

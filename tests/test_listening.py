@@ -21,6 +21,7 @@ from wyoming_wis.errors import AudioTooLong, Busy
 from wyoming_wis.requests import AsrRequest
 from wyoming_wis.turns.listening import (
     MAX_ANSWERING,
+    MIN_COMMIT_SECONDS,
     Failed,
     Final,
     Listening,
@@ -122,6 +123,7 @@ class Decoding:
 class StandInCore:
     def __init__(self, max_seconds: float = 60.0) -> None:
         self.sessions: list[StandInSession] = []
+        self.requests: list[AsrRequest] = []  # each session's
         self.max_seconds = max_seconds
 
     def resolve(self, request: AsrRequest) -> Decoding:
@@ -130,6 +132,7 @@ class StandInCore:
     def open_asr(self, request: AsrRequest, *, frontend: str, on_text: Any = None) -> Any:
         session = StandInSession(on_text, self.max_seconds)
         self.sessions.append(session)
+        self.requests.append(request)
         return session
 
 
@@ -164,6 +167,32 @@ async def test_the_audio_after_a_server_ended_turn_starts_the_next() -> None:
     assert ended[1].start == pytest.approx(1.0) and ended[1].end == pytest.approx(2.0)
     assert [final.transcript.text for final in finals] == ["1000", "2000 3000"]
     assert heard.heard == pytest.approx(2.1)
+
+
+async def test_a_change_applies_from_the_next_turn_and_answers_the_one_being_heard() -> None:
+    """The Realtime API's session.update mid-turn: the turn being heard is ended as a commit would end it and
+    answered under its own request, the next opens under the new one, and times count on from the listening's
+    start. A turn with less than MIN_COMMIT_SECONDS of audio is dropped instead."""
+    core = StandInCore()
+    heard, events = await listening(core, CLIENT_ENDS, many=True)
+    await heard.feed(pcm(0.5, 1000), PCM16)
+    german, french = AsrRequest(language="de"), AsrRequest(language="fr")
+    await heard.change(german)
+    await heard.feed(pcm(MIN_COMMIT_SECONDS / 2, 2000), PCM16)
+    await heard.change(french)
+    await heard.feed(pcm(0.5, 3000), PCM16)
+    await heard.commit()
+    await heard.drain()
+    assert core.requests == [CLIENT_ENDS, german, french]
+    assert heard.request == french and heard.decoding == core.resolve(french)
+    ended = [event for event in events if isinstance(event, TurnEnded)]
+    assert [(event.turn, event.by, event.reason) for event in ended] == [
+        (1, "client", "commit"),
+        (3, "client", "commit"),
+    ]
+    assert ended[1].start == pytest.approx(0.5 + MIN_COMMIT_SECONDS / 2)
+    assert [event.transcript.text for event in events if isinstance(event, Final)] == ["1000", "3000"]
+    assert core.sessions[1].closed and not any(event.turn == 2 for event in events)
 
 
 async def test_turns_are_answered_in_order() -> None:

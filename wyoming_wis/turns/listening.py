@@ -11,6 +11,8 @@ feeds it audio as it comes, and translates the events it hears back into its pro
 - `Final` or `Failed`: its transcript, or why there is none. Turns are answered in order.
 
 A listening of one turn (Wyoming: one transcript per transcribe) drops the audio that comes after its turn ended.
+A listening may `change` how it decodes (the Realtime API's session.update): from the next turn on, the one being
+heard answered as it began, all of them on one clock.
 One of many turns (hands-free WebRTC, the Realtime API) opens the next turn at once, starting with the audio that
 came after the end, so that no word said meanwhile is lost; a turn of many in which nobody spoke, ended by the
 server's wait for speech, is not answered (the next simply starts). Each turn is an `AsrSession`, under the same
@@ -42,6 +44,7 @@ from ..scheduler import patience_from_now
 
 _LOGGER = logging.getLogger(__name__)
 MAX_ANSWERING = 4  # turns of one listening waiting for their transcripts at once
+MIN_COMMIT_SECONDS = 0.1  # the least audio a turn the client ends may hold (OpenAI's for a commit)
 
 
 @dataclass(frozen=True)
@@ -179,6 +182,24 @@ class Listening:
             if len(self._answers) >= MAX_ANSWERING:
                 raise Busy(f"{MAX_ANSWERING} turns are still being transcribed; wait for their transcripts")
             return await self._end(turn, "client", "commit", ended=ended, until=turn.session.samples, request=request)
+
+    async def change(self, request: AsrRequest) -> None:
+        """Decode the turns from the next on as `request` asks (checked at once: an error leaves the listening as it
+        was). The turn being heard is answered as it began: ended as a commit would end it if it holds
+        MIN_COMMIT_SECONDS of audio (and fewer than MAX_ANSWERING wait), else dropped; a turn the server ended is
+        answered as such. Times go on counting from the listening's start."""
+        decoding = self._core.resolve(request)
+        async with self._lock:
+            self.request, self.decoding = request, decoding
+            turn = self._turn
+            if turn is None:
+                return
+            if turn.session.turn_over:
+                await self._move_on(turn)  # answered under its own request; the next opens under the new one
+            elif turn.session.seconds >= MIN_COMMIT_SECONDS and len(self._answers) < MAX_ANSWERING:
+                await self._end(turn, "client", "commit", ended=time.perf_counter(), until=turn.session.samples)
+            else:
+                self._drop(turn)
 
     async def clear(self) -> None:
         """Drop the audio of the turn being heard, unanswered."""
