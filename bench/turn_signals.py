@@ -36,7 +36,7 @@ from endpoint import KINDS, build_corpus, corpus_folder  # noqa: E402
 
 from wyoming_wis.asr.assemble import Transcript  # noqa: E402
 from wyoming_wis.asr.engine import WhisperEngine  # noqa: E402
-from wyoming_wis.asr.session import TURN_PAD, _padded  # noqa: E402
+from wyoming_wis.asr.session import TURN_PAD, padded  # noqa: E402
 from wyoming_wis.asr.turn import (  # noqa: E402
     PATIENCE,
     RECHECK_THRESHOLD,
@@ -93,14 +93,14 @@ async def judge(
 ) -> tuple[Transcript, float]:
     """The session's judgement of a stop at `end`, made `check` samples of silence later."""
     heard = audio[: end + check]
-    judged = _padded(heard, end)
+    judged = padded(heard, end)
     detector = SpeechDetector()
     detector.update(judged)
     options = whisper.options(AsrRequest(language="en", words=True))
     transcript = await whisper.transcribe_pieces(
         judged, detector, detector.pieces(len(judged)), options=options, known={}
     )
-    return transcript, await turn.complete(_padded(heard, end, TURN_PAD))
+    return transcript, await turn.complete(padded(heard, end, TURN_PAD))
 
 
 async def run(args: argparse.Namespace, _: ExitStack) -> dict:
