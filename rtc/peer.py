@@ -500,8 +500,6 @@ class _Utterance:
         self.listening = core.listen(params.request(), frontend="webrtc", on_event=self._on_turn, many=many)
         self.model = self.listening.decoding.model  # the model that answers, as `infer` says
         self.listener = Listener(self.listening, executor)
-        self._texts: dict[int, str] = {}  # each turn's text so far
-        self._ended: dict[int, float] = {}  # when each turn's speech ended (or the stop came), for `infer_time`
         self._hearing: metrics.Request | None = metrics.Request("webrtc", "utterance")  # the turn being heard
         self._answering: dict[int, metrics.Request] = {}  # turns ended, until answered
         self._stopped = False
@@ -519,27 +517,23 @@ class _Utterance:
     async def _on_turn(self, event: TurnEvent) -> None:
         """The core's turn events, as WIS's messages: `partial` (all the text so far), `turn-end`, `infer`."""
         if isinstance(event, Partial):
-            self._texts[event.turn] = text = self._texts.get(event.turn, "") + event.text
-            ended = self._stopped or event.turn in self._ended  # then `infer` has it all
+            ended = self._stopped or self.listening.turn != event.turn  # then `infer` has it all
             if not ended and self.params.partials is not False:
+                language = self.listening.decoding.options.language
                 try:
-                    _send(self.channel, messages.partial(text, self.listening.decoding.options.language), strict=True)
+                    _send(self.channel, messages.partial(event.so_far, language), strict=True)
                 except InvalidStateError as err:
                     raise ConnectionError("the data channel is closed") from err
         elif isinstance(event, TurnEnded):
             self._answering[event.turn] = self._next_turn()
-            self._ended[event.turn] = event.ended_at
             if event.by == "server":
                 _send(self.channel, messages.turn_end(event.reason))
         elif isinstance(event, Final):
-            self._texts.pop(event.turn, None)
             self._answering.pop(event.turn).done()
-            transcript, took = event.transcript, time.perf_counter() - self._ended.pop(event.turn)
+            transcript, took = event.transcript, time.perf_counter() - event.ended_at
             infer = messages.infer(transcript.text, transcript.language, transcript.duration, took, self.model)
             _send(self.channel, infer)
         elif isinstance(event, Failed):  # a turn ended, or the one being heard (its end could not be judged)
-            self._texts.pop(event.turn, None)
-            self._ended.pop(event.turn, None)
             request = self._answering.pop(event.turn, None) or self._next_turn()
             if request is not None:
                 request.failed(event.error)

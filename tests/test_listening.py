@@ -273,7 +273,7 @@ async def test_events_carry_partials_and_speech() -> None:
     core.sessions[0].speech.set_result(800)
     await settle()
     await core.sessions[0].on_text("hello")
-    assert events == [SpeechStarted(1, 0.05), Partial(1, "hello")]
+    assert events == [SpeechStarted(1, 0.05), Partial(1, "hello", "hello")]
 
 
 async def test_a_failed_judgement_fails_the_turn() -> None:

@@ -57,6 +57,7 @@ class SpeechStarted:
 class Partial:
     turn: int
     text: str  # the next stable words, to be appended to what came before
+    so_far: str = ""  # the turn's stable words so far, these included
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,7 @@ class TurnEnded:
 class Final:
     turn: int
     transcript: Transcript
+    ended_at: float = 0.0  # the turn's TurnEnded.ended_at: the wait for this answer counts from then
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,7 @@ class _Turn:
         self.number = number
         self.session = session
         self.start = start  # samples of the listening's audio before it
+        self.text = ""  # its stable words so far (`Partial`)
         self.watch: asyncio.Task[None] | None = None
 
 
@@ -242,7 +245,8 @@ class Listening:
         number = next(self._numbers)
 
         async def on_text(text: str) -> None:
-            await self._emit(Partial(number, text))
+            turn.text += text
+            await self._emit(Partial(number, text, turn.text))
 
         session = self._core.open_asr(self.request, frontend=self._frontend, on_text=on_text)
         turn = self._turn = _Turn(number, session, self._start)
@@ -344,7 +348,7 @@ class Listening:
             _LOGGER.exception("Error transcribing a turn")
             outcome = Failed(turn.number, WisError("Internal error transcribing the turn; see the server log"))
         else:
-            outcome = Final(turn.number, transcript)
+            outcome = Final(turn.number, transcript, ended)
         if before is not None:
             await asyncio.gather(before, return_exceptions=True)
         metrics.turn_answered(self._frontend, reason, outcome.error if isinstance(outcome, Failed) else None)
