@@ -190,17 +190,16 @@ from realtime_client import PING, frame, pongs, raw_session  # noqa: E402  (test
 from rtc_client import Client as Browser  # noqa: E402  (tests/rtc_client.py: the browser stand-in)
 
 from http_api.bodies import MAX_PARTS, MAX_TEXT_BYTES  # noqa: E402
-from http_api.openai_realtime import (  # noqa: E402
+from http_api.openai_realtime import MAX_FRAME_BYTES, RECEIVE_ALLOWANCE  # noqa: E402
+from http_api.openai_speech import MAX_FORM_BYTES  # noqa: E402
+from http_api.willow import SAVED_AUDIO  # noqa: E402
+from openai_audio.realtime import (  # noqa: E402
     AUDIO_BURST,
     AUDIO_PACE,
     CONTROL_COST,
     EVENT_BYTES_PER_SECOND,
     MAX_EVENT_BYTES,
-    MAX_FRAME_BYTES,
-    RECEIVE_ALLOWANCE,
 )
-from http_api.openai_speech import MAX_FORM_BYTES  # noqa: E402
-from http_api.willow import SAVED_AUDIO  # noqa: E402
 from wyoming_wis.config import Settings  # noqa: E402
 from wyoming_wis.memory import TRIM_SECONDS  # noqa: E402
 from wyoming_wis.wake.engine import MAX_KEPT_BYTES, MAX_NAMES  # noqa: E402

@@ -14,42 +14,13 @@ from aiohttp import web
 from aiohttp.typedefs import LooseHeaders
 from multidict import CIMultiDict
 
+from openai_audio import errors as openai_errors_module
 from wyoming_wis.errors import Busy, WisError
 from wyoming_wis.values import quote
 
 _LOGGER = logging.getLogger(__name__)
 RETRY_AFTER_SECONDS = 1
 CLIENT_GONE = 499  # nginx's status for a request the client abandoned; logged and counted, never received
-
-# core error code -> HTTP status and the request field it is about
-_STATUS = {
-    "bad-request": 400,
-    "unknown-model": 404,
-    "unknown-voice": 404,
-    "unknown-speaker": 404,
-    "unknown-wake-word": 404,
-    "unsupported-language": 400,
-    "unsupported-audio-format": 415,
-    "bad-audio": 415,
-    "audio-too-long": 400,
-    "text-too-long": 400,
-    "empty-text": 400,
-    "busy": 429,
-    "cannot-store": 507,  # Insufficient Storage: a full or read-only data dir, or the cloned voices' quota (RFC 4331)
-    "timeout": 408,
-}
-_PARAM = {
-    "unknown-model": "model",
-    "unknown-voice": "voice",
-    "unknown-speaker": "speaker",
-    "unknown-wake-word": "names",
-    "unsupported-language": "language",
-    "unsupported-audio-format": "file",
-    "bad-audio": "file",
-    "audio-too-long": "file",
-    "text-too-long": "input",
-    "empty-text": "input",
-}
 
 
 class ApiError(Exception):
@@ -73,7 +44,7 @@ class ApiError(Exception):
 
     @property
     def type(self) -> str:
-        return "server_error" if self.status >= 500 else "invalid_request_error"
+        return openai_errors_module.error_type(self.status)
 
     def body(self) -> dict[str, object]:
         return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
@@ -87,7 +58,13 @@ class ApiError(Exception):
     @classmethod
     def from_wis(cls, err: WisError) -> ApiError:
         headers = {"Retry-After": str(max(1, math.ceil(err.retry_after)))} if isinstance(err, Busy) else None
-        return cls(_STATUS.get(err.code, 500), err.message, _PARAM.get(err.code), err.code, headers=headers)
+        return cls(
+            openai_errors_module.status(err.code),
+            err.message,
+            openai_errors_module.param(err.code),
+            err.code,
+            headers=headers,
+        )
 
 
 def bad_field(param: str, message: str) -> ApiError:

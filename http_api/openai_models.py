@@ -6,13 +6,13 @@ from typing import Any
 
 from aiohttp import web
 
+from openai_audio.names import OPENAI_ASR_MODELS
 from wyoming_wis.core import Core
 from wyoming_wis.served import WHISPER, XTTS
 from wyoming_wis.values import quote
 
 from .errors import ApiError
 from .openai_speech import OPENAI_TTS_MODELS
-from .openai_transcriptions import OPENAI_ASR_MODELS
 from .state import core_of
 
 routes = web.RouteTableDef()

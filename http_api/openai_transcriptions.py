@@ -19,6 +19,7 @@ from typing import Any, BinaryIO
 from aiohttp import web
 from multidict import MultiDictProxy
 
+from openai_audio.names import our_model, token_logprobs
 from wyoming_wis.audio import WHISPER_RATE
 from wyoming_wis.core import AsrSession, Delta
 from wyoming_wis.requests import AsrRequest
@@ -32,8 +33,6 @@ from .uploads import decode_upload
 
 routes = web.RouteTableDef()
 
-OPENAI_ASR_MODEL = "whisper-1"  # means our default model; so do OpenAI's other transcription models:
-OPENAI_ASR_MODELS = (OPENAI_ASR_MODEL, "gpt-4o-transcribe", "gpt-4o-mini-transcribe", "gpt-realtime-whisper")
 GRANULARITIES = ("segment", "word")
 MIN_SECONDS = 0.1  # OpenAI's own minimum
 MIN_TEMPERATURE, MAX_TEMPERATURE = 0.0, 1.0  # OpenAI's range; the lowest, no sampling, unless asked
@@ -54,11 +53,6 @@ async def transcriptions(request: web.Request) -> web.StreamResponse:
 @routes.post("/v1/audio/translations")
 async def translations(request: web.Request) -> web.StreamResponse:
     return await _transcribe(request, "translate")
-
-
-def our_model(name: str | None) -> str | None:
-    """The Whisper model a client's `model` names: None (the default) for OpenAI's names."""
-    return None if name is None or name in OPENAI_ASR_MODELS else name
 
 
 async def _transcribe(request: web.Request, task: str) -> web.StreamResponse:
@@ -88,7 +82,7 @@ async def _transcribe(request: web.Request, task: str) -> web.StreamResponse:
         assert events is not None
         event: dict[str, Any] = {"type": "transcript.text.delta", "delta": delta}
         if logprobs:
-            event["logprobs"] = transcript_formats.token_logprobs(delta.logprobs if isinstance(delta, Delta) else ())
+            event["logprobs"] = token_logprobs(delta.logprobs if isinstance(delta, Delta) else ())
         await events.send(event)
 
     asked = AsrRequest(
@@ -108,7 +102,7 @@ async def _transcribe(request: web.Request, task: str) -> web.StreamResponse:
             await on_text(Delta(transcript.text, transcript.logprobs))
         done: dict[str, Any] = {"type": "transcript.text.done", "text": transcript.text}
         if logprobs:
-            done["logprobs"] = transcript_formats.token_logprobs(transcript.logprobs)
+            done["logprobs"] = token_logprobs(transcript.logprobs)
         await events.send(done | {"usage": transcript_formats.usage(transcript)})
         return await events.end()
     return transcript_formats.response(transcript, response_format, task, words, logprobs=logprobs)

@@ -16,6 +16,7 @@ from typing import Any
 
 from aiohttp import web
 
+from openai_audio.names import OPENAI_ASR_MODEL
 from wyoming_wis import __version__
 from wyoming_wis.audio import CHANNEL_COUNTS, ENCODINGS, MAX_RATE, MIN_RATE, UPLOAD_FORMATS
 from wyoming_wis.core import MAX_PROMPT_CHARS, SAYABLE, VOICE_NAME, WHISPER_LANGUAGES
@@ -157,7 +158,7 @@ _UPLOAD_FIELDS: dict[str, Any] = {
     },
     "model": {
         "type": "string",
-        "default": openai_transcriptions.OPENAI_ASR_MODEL,
+        "default": OPENAI_ASR_MODEL,
         "description": "A loaded Whisper model",
     },
     "language": {**ASR_LANGUAGE, "description": "Detected when absent. " + ASR_LANGUAGE["description"]},

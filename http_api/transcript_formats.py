@@ -6,7 +6,8 @@ from typing import Any
 
 from aiohttp import web
 
-from wyoming_wis.core import TokenLogprob, Transcript
+from openai_audio.names import token_logprobs
+from wyoming_wis.core import Transcript
 
 FORMATS = ("json", "text", "srt", "vtt", "verbose_json")
 DEFAULT = "json"
@@ -16,11 +17,6 @@ VERBOSE = "verbose_json"  # the one with segments' measures, and the only one wi
 def usage(transcript: Transcript) -> dict[str, Any]:
     """What whisper-1 reports: the seconds of audio."""
     return {"type": "duration", "seconds": round(transcript.duration, 3)}
-
-
-def token_logprobs(tokens: tuple[TokenLogprob, ...]) -> list[dict[str, Any]]:
-    """Tokens as OpenAI lists them: `token` (text), its `bytes` and its `logprob`."""
-    return [{"token": token.text, "bytes": list(token.token), "logprob": token.logprob} for token in tokens]
 
 
 def verbose(transcript: Transcript, task: str, words: bool) -> dict[str, Any]:

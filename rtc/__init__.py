@@ -10,8 +10,9 @@ address the answer names.
 
 The composition root (wyoming_wis/serve.py) mounts it on the HTTP API's application, so the
 API's key, CORS and TLS apply to the signalling too. Imports run one way: rtc uses
-http_api's error envelope and application state, http_api never imports rtc, and both
-reach the models only through the core (rtc -> http_api -> core).
+http_api's error envelope and application state and openai_audio's Realtime session,
+http_api never imports rtc, and both reach the models only through the core
+(rtc -> http_api -> openai_audio -> core).
 """
 
 from __future__ import annotations

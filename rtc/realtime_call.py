@@ -32,9 +32,9 @@ from aiortc.exceptions import InvalidStateError
 
 from http_api import bodies
 from http_api.errors import ApiError, bad_field
-from http_api.openai_realtime import MAX_EVENT_BYTES, RealtimeSession
-from http_api.realtime_config import BadEvent, Config
 from http_api.state import core_of
+from openai_audio.realtime import MAX_EVENT_BYTES, RealtimeSession
+from openai_audio.realtime_config import BadEvent, Config
 from wyoming_wis.core import Core
 from wyoming_wis.scheduler import patience
 from wyoming_wis.shares import client, owner

@@ -17,12 +17,15 @@ from helpers import ROOT
 
 pytestmark = pytest.mark.fast
 
-FRONTENDS = ("http_api", "rtc", "wyoming_wis.wyoming")
+FRONTENDS = ("http_api", "rtc", "wyoming_wis.wyoming", "openai_audio")
 COMPOSITION_ROOT = ("wyoming_wis.serve", "wyoming_wis.__main__")  # builds the core and mounts every frontend
-ALLOWED = {("rtc", "http_api")}  # (importer, imported) between frontends
+# (importer, imported) between frontends: OpenAI's audio API (its names, errors, the Realtime session) is served over
+# HTTP and over WebRTC; WebRTC's signalling is mounted on the HTTP API's application
+ALLOWED = {("rtc", "http_api"), ("http_api", "openai_audio"), ("rtc", "openai_audio")}
 # From the top; a module may import its own layer and those below. The rest of wyoming_wis is utilities, the bottom.
 ENGINES = ("wyoming_wis.asr", "wyoming_wis.tts")
 LAYERS = (COMPOSITION_ROOT, FRONTENDS, ("wyoming_wis.core", "wyoming_wis.turns"), ENGINES)
+OURS = ("wyoming_wis", "openai_audio", "http_api", "rtc")  # the packages
 VOCABULARY = ("wyoming_wis.requests", "wyoming_wis.served")  # plain data every layer shares: it imports none of ours
 
 
@@ -55,17 +58,17 @@ def _within(name: str, places: tuple[str, ...]) -> bool:
 
 def _layer(name: str) -> int | None:
     """0 for the top layer, len(LAYERS) for utilities; None for what is not ours or is shared vocabulary."""
-    if not _within(name, ("wyoming_wis", "http_api", "rtc")) or _within(name, VOCABULARY):
+    if not _within(name, OURS) or _within(name, VOCABULARY):
         return None
     return next((depth for depth, places in enumerate(LAYERS) if _within(name, places)), len(LAYERS))
 
 
 def _upward() -> list[str]:
     found = []
-    for path in sorted(p for top in ("wyoming_wis", "http_api", "rtc") for p in (ROOT / top).rglob("*.py")):
+    for path in sorted(p for top in OURS for p in (ROOT / top).rglob("*.py")):
         module = _module(path)
         for name in _imports(path):
-            if _within(module, VOCABULARY) and _within(name, ("wyoming_wis", "http_api", "rtc")):
+            if _within(module, VOCABULARY) and _within(name, OURS):
                 found.append(f"{module} imports {name}")
             mine, theirs = _layer(module), _layer(name)
             if mine is not None and theirs is not None and theirs < mine:
@@ -77,7 +80,7 @@ def _upward() -> list[str]:
 
 def _wrong_way() -> list[str]:
     found = []
-    for path in sorted(p for top in ("wyoming_wis", "http_api", "rtc") for p in (ROOT / top).rglob("*.py")):
+    for path in sorted(p for top in OURS for p in (ROOT / top).rglob("*.py")):
         module = _module(path)
         if module in COMPOSITION_ROOT:
             continue
@@ -141,13 +144,13 @@ def test_architecture_names_every_module() -> None:
     text = (ROOT / "ARCHITECTURE.md").read_text()
     modules = [
         path.relative_to(ROOT)
-        for top in ("wyoming_wis", "http_api", "rtc")
+        for top in OURS
         for path in (ROOT / top).rglob("*.py")
         if path.name != "__init__.py"
     ]
     unnamed = [str(path) for path in modules if path.name not in text]
     assert unnamed == [], f"ARCHITECTURE.md does not name {unnamed}"
-    named = {match for match in re.findall(r"`((?:wyoming_wis|http_api|rtc|tests|bench|scripts)/[\w/.]*)`", text)}
+    named = {match for match in re.findall(r"`((?:wyoming_wis|openai_audio|http_api|rtc|tests|bench|scripts)/[\w/.]*)`", text)}
     missing = sorted(path for path in named if not (ROOT / path).exists())
     assert missing == [], f"ARCHITECTURE.md names {missing}, which do not exist"
 

@@ -22,7 +22,7 @@ from helpers import CORPUS, Pcm, Server, assert_stops_cleanly, load_audio, norma
 from openai import AsyncOpenAI
 from test_wyoming_turn import paused_after
 
-from http_api.openai_realtime import INLINE_AUDIO_CHARS, MAX_EVENT_BYTES
+from openai_audio.realtime import INLINE_AUDIO_CHARS, MAX_EVENT_BYTES
 
 RATE = 24000
 CHUNK = 4800  # bytes: 100 ms of 24 kHz 16-bit mono

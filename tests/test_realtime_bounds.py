@@ -27,14 +27,13 @@ from helpers import Server, assert_stops_cleanly, start_server
 from realtime_client import PING, frame, pongs, raw_session
 from test_wyoming_fairness import describe_seconds
 
-from http_api.openai_realtime import (
+from http_api.openai_realtime import MAX_FRAME_BYTES, RECEIVE_ALLOWANCE
+from openai_audio.realtime import (
     AUDIO_BURST,
     AUDIO_PACE,
     CONTROL_COST,
     EVENT_BYTES_PER_SECOND,
     MAX_EVENT_BYTES,
-    MAX_FRAME_BYTES,
-    RECEIVE_ALLOWANCE,
     RealtimeSession,
 )
 from wyoming_wis.shares import IDLE_AFTER_SECONDS

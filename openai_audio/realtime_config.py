@@ -18,7 +18,7 @@ from wyoming_wis.core import MAX_PROMPT_CHARS
 from wyoming_wis.requests import MAX_SILENCE, MIN_SILENCE, SENSITIVITIES, AsrRequest
 from wyoming_wis.values import quote
 
-from .openai_transcriptions import OPENAI_ASR_MODEL, our_model
+from .names import OPENAI_ASR_MODEL, our_model
 
 PCM, PCMU, PCMA = "audio/pcm", "audio/pcmu", "audio/pcma"
 PCM_RATE = 24000  # OpenAI's only PCM rate; other rates from 8 to 48 kHz are taken too
