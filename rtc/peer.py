@@ -509,10 +509,7 @@ class _Utterance:
         await self.listener.drain()
         self._stopped = True
         self.model = model
-        answer = await self.listening.commit(stopped, final.request())
-        if answer is not None:
-            await asyncio.gather(answer, return_exceptions=True)  # its failure is sent by `_on_turn`
-        await self.listening.drain()
+        await self.listening.finish(stopped, final.request())  # a failure is sent by `_on_turn`
 
     async def _on_turn(self, event: TurnEvent) -> None:
         """The core's turn events, as WIS's messages: `partial` (all the text so far), `turn-end`, `infer`."""

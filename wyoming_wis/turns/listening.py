@@ -186,6 +186,14 @@ class Listening:
                 raise Busy(f"{MAX_ANSWERING} turns are still being transcribed; wait for their transcripts")
             return await self._end(turn, "client", "commit", ended=ended, until=turn.session.samples, request=request)
 
+    async def finish(self, ended: float | None = None, request: AsrRequest | None = None) -> None:
+        """The client is done (Wyoming's audio-stop, WebRTC's stop): end the turn being heard as `commit` does, and
+        return once every turn is answered (a turn's failure goes out as its `Failed`, not raised here)."""
+        answer = await self.commit(ended, request)
+        if answer is not None:
+            await asyncio.gather(answer, return_exceptions=True)
+        await self.drain()
+
     async def change(self, request: AsrRequest) -> None:
         """Decode the turns from the next on as `request` asks (checked at once: an error leaves the listening as it
         was). The turn being heard is answered as it began: ended as a commit would end it if it holds

@@ -366,9 +366,7 @@ class WyomingHandler(AsyncEventHandler):
             return
         ended = time.perf_counter()
         listening = self._listening or self._listen()
-        answer = await listening.commit(ended)  # answered already if the server ended the turn
-        if answer is not None:
-            await asyncio.gather(answer, return_exceptions=True)  # its failure is answered by `_on_turn`
+        await listening.finish(ended)  # answered already if the server ended the turn; a failure by `_on_turn`
         self._end_listening()
 
     async def _settle_turn(self) -> None:
