@@ -324,7 +324,7 @@ class Listening:
         self.over = not self._many
         start = turn.start / WHISPER_RATE
         await self._emit(TurnEnded(turn.number, by, reason, start, start + until / WHISPER_RATE, ended))
-        answer = self._answer(turn, reason, ended, self._last_answer, request)
+        answer = self._answer(turn, reason, ended, before=self._last_answer, request=request)
         with patience_from_now():  # the turn's own deadline: its client waits for its transcript from its end
             task = self._last_answer = asyncio.create_task(answer)
         self._answers.add(task)
@@ -338,7 +338,7 @@ class Listening:
             _LOGGER.error("Error answering a turn", exc_info=err)
 
     async def _answer(
-        self, turn: _Turn, reason: str, ended: float, before: asyncio.Task[None] | None, request: AsrRequest | None
+        self, turn: _Turn, reason: str, ended: float, *, before: asyncio.Task[None] | None, request: AsrRequest | None
     ) -> None:
         """Transcribe the turn (ended for `reason`); its `Final` (or `Failed`) goes out after the turn before's, and
         counts in the metrics."""
