@@ -41,6 +41,9 @@ def fair(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[S
     flags = {"--max-connections": MAX_CONNECTIONS, "--idle-timeout": IDLE_SECONDS, "--send-timeout": SEND_SECONDS}
     flags |= {"--asr-workers": 1, "--queue-size": QUEUE_SIZE}  # Whisper: one call at a time, two waiting
     flags |= {"--hass-address": HOME_ASSISTANT}
+    # what these tests judge is the queue's order, not a client's patience: a command may wait behind two minute-long
+    # uploads, 16 s on a busy 2-core machine, past Wyoming's default 15 s (then refused, rightly, as too late)
+    flags |= {"--wyoming-max-wait": 120}
     args = ["--data-dir", str(data_dir), "--asr-model", "tiny.en"]
     running = start_server(
         [*args, *(str(part) for pair in flags.items() for part in pair)], tmp_path_factory.mktemp("fair")
