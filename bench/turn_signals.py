@@ -36,7 +36,7 @@ from endpoint import KINDS, build_corpus, corpus_folder  # noqa: E402
 
 from wyoming_wis.asr.assemble import Transcript  # noqa: E402
 from wyoming_wis.asr.engine import WhisperEngine  # noqa: E402
-from wyoming_wis.asr.session import TURN_PAD, padded  # noqa: E402
+from wyoming_wis.asr.session import padded  # noqa: E402
 from wyoming_wis.asr.turn import (  # noqa: E402
     PATIENCE,
     RECHECK_THRESHOLD,
@@ -49,6 +49,7 @@ from wyoming_wis.asr.vad import THRESHOLD, WINDOW, SpeechDetector  # noqa: E402
 from wyoming_wis.audio import WHISPER_RATE  # noqa: E402
 from wyoming_wis.catalog import Catalog  # noqa: E402
 from wyoming_wis.requests import AsrRequest  # noqa: E402
+from wyoming_wis.turns.detector import TURN_PAD  # noqa: E402
 
 LONG_PAUSE = 0.4  # seconds of silence: about a judgement's time on 2 cores; a shorter pause resumes before it ends
 SENSITIVITY = "default"

@@ -68,7 +68,6 @@ _LIVE_SLACK = 1.0  # seconds of audio a live client may send ahead (buffers, net
 
 OnText = Callable[[str], Awaitable[None]]
 LIGHT_BYTES = 256 * 1024  # bytes a piece of audio and the buffer's growth may copy to be kept on the event loop
-TURN_PAD = int(0.2 * WHISPER_RATE)  # silence after speech the turn model hears: as it was trained (and pipecat asks)
 
 
 class Turn(Protocol):
@@ -111,7 +110,7 @@ class AsrSession:
         """
         self.engine = engine
         # a turn is judged on its words' times too (aligned to the text decoded, which they do not change)
-        self.options = dataclasses.replace(options, words=True) if turn else options
+        self.options = dataclasses.replace(options, words=True) if turn is not None else options
         self.frontend = frontend
         self.seconds = 0.0  # audio received so far
         self._on_text = on_text
@@ -127,7 +126,7 @@ class AsrSession:
         self._finishing = False
         self._turn = turn
         self._speech: asyncio.Future[int] = asyncio.get_running_loop().create_future()  # where speech began
-        self._speaking_drafts = drafts or not turn  # drafts while the speaker talks
+        self._speaking_drafts = drafts or turn is None  # drafts while the speaker talks
         self._ended: asyncio.Future[TurnEnd] = asyncio.get_running_loop().create_future()
         self._cleaner = cleaner
 
@@ -325,7 +324,9 @@ class AsrSession:
             await self._arrived.wait()
             self._arrived.clear()
             audio = self.audio()
-            if self._finishing or len(audio) - self._detector.scored < (TURN_VAD_STEP if self._turn else VAD_STEP):
+            if self._finishing or len(audio) - self._detector.scored < (
+                TURN_VAD_STEP if self._turn is not None else VAD_STEP
+            ):
                 continue
             try:
                 await self.engine.score(self._detector, audio)

@@ -32,7 +32,7 @@ from collections.abc import Awaitable, Callable
 import numpy as np
 
 from ..asr import AsrSession, Transcript
-from ..asr.session import TURN_PAD, padded
+from ..asr.session import padded
 from ..asr.turn import (
     PATIENCE,
     RECHECK_THRESHOLD,
@@ -55,6 +55,7 @@ TurnProbability = Callable[[np.ndarray], Awaitable[float]]
 # (None): Home Assistant's own sentence matcher, `turns/commands.py` `Sentences.judge`
 CommandJudge = Callable[[str, str | None], Awaitable[bool | None]]
 NO_LIMITS = TurnLimits(max_speech=math.inf, no_speech=math.inf)
+TURN_PAD = int(0.2 * WHISPER_RATE)  # silence after speech the turn model hears: as it was trained (and pipecat asks)
 
 
 class TurnState(enum.Enum):

@@ -57,7 +57,7 @@ class SpeechStarted:
 class Partial:
     turn: int
     text: str  # the next stable words, to be appended to what came before
-    so_far: str = ""  # the turn's stable words so far, these included
+    so_far: str  # the turn's stable words so far, these included
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,7 @@ class TurnEnded:
 class Final:
     turn: int
     transcript: Transcript
-    ended_at: float = 0.0  # the turn's TurnEnded.ended_at: the wait for this answer counts from then
+    ended_at: float  # the turn's TurnEnded.ended_at: the wait for this answer counts from then
 
 
 @dataclass(frozen=True)
