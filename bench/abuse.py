@@ -178,6 +178,7 @@ from common import (  # noqa: E402
     ServerProcess,
     fmt,
     log,
+    ours_command,
     percentile,
     run_and_record,
     start_all_frontends,
@@ -2366,7 +2367,7 @@ async def plain_token() -> Answer:
     address = next(info[4][0] for info in socket.getaddrinfo(host, None, socket.AF_INET, socket.SOCK_STREAM))
     listening = fake_hass.FakeHass()
     runner, port = await fake_hass.serve(listening, host=address)
-    argv = [sys.executable, "-m", "wyoming_wis", "--data-dir", str(CACHE / "abuse-hass-data"), "--no-http"]
+    argv = [*ours_command(), "--data-dir", str(CACHE / "abuse-hass-data"), "--no-http"]
     argv += ["--uri", f"tcp://{HOST}:0", "--hass-api", f"http://{host}:{port}/api", "--hass-token", fake_hass.TOKEN]
     began = time.perf_counter()
     process = await asyncio.create_subprocess_exec(

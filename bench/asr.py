@@ -59,6 +59,7 @@ from common import (  # noqa: E402  (bench/ is not a package)
     median,
     not_worse,
     offline_env,
+    ours_command,
     percentile,
     ratio_at_least,
     ratio_at_most,
@@ -576,9 +577,7 @@ def ours_argv(args: argparse.Namespace, port: int, http_port: int, data_dir: Pat
     flags = [item for pair in server_flags(args).items() for item in pair]
     uri = f"tcp://{HOST}:{port}"
     return [
-        sys.executable,
-        "-m",
-        "wyoming_wis",
+        *ours_command(args.ours_src),
         "--uri",
         uri,
         "--http-host",

@@ -153,6 +153,12 @@ async def wait_ready(server: ServerProcess, timeout: float = 600) -> None:
         await asyncio.sleep(0.5)
 
 
+def ours_command(src: Path = ROOT) -> list[str]:
+    """The command that starts wyoming-wis from the checkout `src`: `python -m wis_server`, or `-m wyoming_wis` in a
+    checkout from before the composition root left the core package (`--ours-src` may name one to compare)."""
+    return [sys.executable, "-m", "wis_server" if (src / "wis_server").is_dir() else "wyoming_wis"]
+
+
 async def start_all_frontends(
     name: str, data_dir: Path, stack: ExitStack, extra: Sequence[str] = ()
 ) -> tuple[ServerProcess, str]:
@@ -162,7 +168,7 @@ async def start_all_frontends(
     Returns the server and its HTTP base URL.
     """
     port, http_port = free_port(), free_port()
-    argv = [sys.executable, "-m", "wyoming_wis", "--uri", f"tcp://{HOST}:{port}", "--http-host", HOST]
+    argv = [*ours_command(), "--uri", f"tcp://{HOST}:{port}", "--http-host", HOST]
     argv += ["--http-port", str(http_port), "--data-dir", str(data_dir), "--rtc-ports", "any", *extra]
     server = start_server(name, argv, port, offline_env(CACHE / "home"), ROOT, CACHE / "logs")
     stack.callback(stop_servers, [server])
@@ -497,7 +503,7 @@ def add_common_args(parser: argparse.ArgumentParser, kind: str, phases: Sequence
         "--ours-src",
         type=Path,
         default=ROOT,
-        help="Checkout whose wyoming_wis package to run (python -m wyoming_wis there). Default: this repo",
+        help="Checkout whose wyoming_wis package to run (python -m wis_server there). Default: this repo",
     )
 
 

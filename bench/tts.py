@@ -59,6 +59,7 @@ from common import (  # noqa: E402  (bench/ is not a package)
     log,
     median,
     offline_env,
+    ours_command,
     percentile,
     ratio,
     ratio_at_most,
@@ -723,7 +724,7 @@ def ours_cache_flags(ours_src: Path) -> list[str]:
 
     Asked of `--help`, so the benchmark still runs a checkout from before the cache existed.
     """
-    argv = [sys.executable, "-m", "wyoming_wis", "--help"]
+    argv = [*ours_command(ours_src), "--help"]
     env = offline_env(CACHE / "home")
     shown = subprocess.run(argv, cwd=ours_src, env=env, capture_output=True, text=True, check=True).stdout
     return ["--speech-cache-mb", "0"] if "--speech-cache-mb" in shown else []
@@ -731,9 +732,7 @@ def ours_cache_flags(ours_src: Path) -> list[str]:
 
 def ours_argv(args: argparse.Namespace, port: int, data_dir: Path) -> list[str]:
     return [
-        sys.executable,
-        "-m",
-        "wyoming_wis",
+        *ours_command(args.ours_src),
         "--uri",
         f"tcp://{HOST}:{port}",
         "--data-dir",

@@ -67,6 +67,7 @@ from common import (  # noqa: E402
     machine_info,
     median,
     offline_env,
+    ours_command,
     percentile,
     silence,
     start_server,
@@ -257,7 +258,7 @@ async def start_systems(
         if key.startswith("ours"):
             if ours is None:
                 port = free_port()
-                argv = [sys.executable, "-m", "wyoming_wis", "--uri", f"tcp://{HOST}:{port}", "--no-http"]
+                argv = [*ours_command(), "--uri", f"tcp://{HOST}:{port}", "--no-http"]
                 argv += ["--data-dir", str(args.data_dir), "--asr-model", "tiny.en", "--turn-model", "none"]
                 argv += ["--max-connections", str(2 * args.max_streams)]  # the peers have no limit
                 ours = start_server("wyoming-wis", argv, port, offline_env(CACHE / "home"), ROOT, CACHE / "logs")

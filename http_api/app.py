@@ -3,7 +3,7 @@
 Routes come in tables, one per area (`openai_*`, `willow`, `wake`, `operations`). Decoding and
 encoding audio run in a bounded pool of worker threads, never on the event loop. Other
 frontends served over HTTP (`rtc`) are mounted on this application by the composition root
-(wyoming_wis/serve.py); this package knows nothing of them.
+(wis_server/serve.py); this package knows nothing of them.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ channel's JSON; `sctp` what the data channel may hold for a peer; `track` the
 audio into an ASR session; `ice` the port range, STUN/TURN servers and the
 address the answer names.
 
-The composition root (wyoming_wis/serve.py) mounts it on the HTTP API's application, so the
+The composition root (wis_server/serve.py) mounts it on the HTTP API's application, so the
 API's key, CORS and TLS apply to the signalling too. Imports run one way: rtc uses
 http_api's error envelope and application state and openai_audio's Realtime session,
 http_api never imports rtc, and both reach the models only through the core

@@ -1,6 +1,6 @@
 """`python tests/faulty_server.py ARGS`: the real server, whose model calls fail when a request asks them to.
 
-Tests that need a model to fail inside a server process run this instead of `python -m wyoming_wis`. A Whisper
+Tests that need a model to fail inside a server process run this instead of `python -m wis_server`. A Whisper
 decode fails when its prompt holds MARKER (the `prompt` of an HTTP request, or a Wyoming `transcribe` event's
 `transcript_terms`); a Piper synthesis fails when its text does. Each raises in the engine's worker thread, where a
 real model's error would come from, so everything between the model and the client is the production path. Only
@@ -22,7 +22,7 @@ from typing import Any
 
 from aiortc import RTCPeerConnection, RTCSessionDescription
 
-from wyoming_wis.__main__ import main
+from wis_server.__main__ import main
 from wyoming_wis.asr.decoder import Decoded, Decoder, Job
 from wyoming_wis.tts.piper import PiperEngine
 

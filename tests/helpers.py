@@ -154,13 +154,13 @@ def start_server(
     wait: bool = True,
     timeout: float = 180,
     env: dict[str, str] | None = None,
-    launcher: Sequence[str] = ("-m", "wyoming_wis"),
+    launcher: Sequence[str] = ("-m", "wis_server"),
     wrapper: Sequence[str] = (),
     executable: str = sys.executable,
 ) -> Server:
-    """Run `python -m wyoming_wis` (with `env` added to its environment) and wait until it listens (its log says so).
+    """Run `python -m wis_server` (with `env` added to its environment) and wait until it listens (its log says so).
 
-    `launcher` replaces `-m wyoming_wis`, for a script that changes the server before running it (faulty_server.py);
+    `launcher` replaces `-m wis_server`, for a script that changes the server before running it (faulty_server.py);
     `wrapper` runs it under another program (strace); `executable` replaces this Python (with `launcher=()`: an
     installed `wyoming-wis` console script, tests/test_wheel.py).
     """

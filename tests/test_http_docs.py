@@ -18,8 +18,8 @@ from openapi_schema_validator import OAS30Validator
 from openapi_spec_validator import validate
 
 from http_api import openapi
+from wis_server.serve import http_app
 from wyoming_wis.config import Settings
-from wyoming_wis.serve import http_app
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"  # ./run.sh test installs Debian's
 

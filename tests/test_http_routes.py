@@ -1,6 +1,6 @@
 """The HTTP routes in-process, on the application the server builds, before any model is loaded.
 
-aiohttp's test client on `wyoming_wis.serve.http_app` (the HTTP API with WebRTC mounted on it) and no core,
+aiohttp's test client on `wis_server.serve.http_app` (the HTTP API with WebRTC mounted on it) and no core,
 as in the seconds after start-up: what a route refuses before it asks the core is answered as a client sees
 it (status, OpenAI's envelope, the field named), and what passes every check meets the 503 of models still
 loading. The speech fields are checked on a core that fails any use, so they must be refused before the core
@@ -22,9 +22,9 @@ from aiohttp import test_utils
 import http_api
 from http_api.fields import MAX_JSON_BYTES
 from http_api.openai_speech import MAX_INPUT
+from wis_server.serve import http_app
 from wyoming_wis.budget import MemoryBudget
 from wyoming_wis.config import Settings
-from wyoming_wis.serve import http_app
 
 pytestmark = pytest.mark.fast
 

@@ -26,9 +26,9 @@ from test_http_willow import DEVICE, esp32_post
 
 from http_api import openapi, security
 from http_api.security import server_ssl
+from wis_server.serve import http_app
 from wyoming_wis.config import Settings
 from wyoming_wis.errors import StartupError
-from wyoming_wis.serve import http_app
 
 KEY = "sk-test-3f9a1c77e2"
 USER, PASSWORD = "willow", "s3cret:pass"  # Basic auth splits at the first colon only

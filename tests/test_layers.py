@@ -18,14 +18,14 @@ from helpers import ROOT
 pytestmark = pytest.mark.fast
 
 FRONTENDS = ("http_api", "rtc", "wyoming_wis.wyoming", "openai_audio")
-COMPOSITION_ROOT = ("wyoming_wis.serve", "wyoming_wis.__main__")  # builds the core and mounts every frontend
+COMPOSITION_ROOT = ("wis_server",)  # its own package, above the rest: builds the core and mounts every frontend
 # (importer, imported) between frontends: OpenAI's audio API (its names, errors, the Realtime session) is served over
 # HTTP and over WebRTC; WebRTC's signalling is mounted on the HTTP API's application
 ALLOWED = {("rtc", "http_api"), ("http_api", "openai_audio"), ("rtc", "openai_audio")}
 # From the top; a module may import its own layer and those below. The rest of wyoming_wis is utilities, the bottom.
 ENGINES = ("wyoming_wis.asr", "wyoming_wis.tts")
 LAYERS = (COMPOSITION_ROOT, FRONTENDS, ("wyoming_wis.core", "wyoming_wis.turns"), ENGINES)
-OURS = ("wyoming_wis", "openai_audio", "http_api", "rtc")  # the packages
+OURS = ("wis_server", "wyoming_wis", "openai_audio", "http_api", "rtc")  # the packages
 VOCABULARY = ("wyoming_wis.requests", "wyoming_wis.served")  # plain data every layer shares: it imports none of ours
 
 

@@ -41,9 +41,9 @@ from wyoming.ping import Ping
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart
 
 import http_api
+from wis_server.serve import http_app
 from wyoming_wis.config import Settings
 from wyoming_wis.core import CLOSE_SECONDS, Core
-from wyoming_wis.serve import http_app
 from wyoming_wis.tts.cache import SpeechCache
 from wyoming_wis.wyoming import WyomingHandler
 from wyoming_wis.wyoming.server import SHUTDOWN_SECONDS, TcpServer

@@ -21,7 +21,7 @@ def test_the_log_says_how_to_add_it_to_home_assistant_and_the_http_urls(server: 
 
 def start(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "wyoming_wis", "--data-dir", str(tmp_path), *args],
+        [sys.executable, "-m", "wis_server", "--data-dir", str(tmp_path), *args],
         capture_output=True,
         text=True,
         env=offline_env(tmp_path),

@@ -46,7 +46,7 @@ def test_unknown_model_stops_start_up_with_the_places_searched(tmp_path: Path) -
         [
             sys.executable,
             "-m",
-            "wyoming_wis",
+            "wis_server",
             "--data-dir",
             str(tmp_path),
             "--asr-model",
@@ -108,7 +108,7 @@ async def test_stdio(data_dir: Path, tmp_path: Path) -> None:
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "wyoming_wis",
+        "wis_server",
         "--data-dir",
         str(data_dir),
         "--asr-model",
@@ -149,7 +149,7 @@ async def test_stdio(data_dir: Path, tmp_path: Path) -> None:
 
 def test_xtts_without_the_extra_says_how_to_install_it(tmp_path: Path) -> None:
     """Where coqui-tts is missing (here: hidden from the import system), --xtts fails at once and says why."""
-    hide = "import sys; sys.modules['TTS'] = None; from wyoming_wis.__main__ import main; main(sys.argv[1:])"
+    hide = "import sys; sys.modules['TTS'] = None; from wis_server.__main__ import main; main(sys.argv[1:])"
     argv = ["--data-dir", str(tmp_path), "--xtts", "--uri", f"tcp://127.0.0.1:{free_port()}", "--no-http"]
     result = subprocess.run(
         [sys.executable, "-c", hide, *argv], capture_output=True, text=True, env=offline_env(tmp_path), timeout=120
@@ -182,7 +182,7 @@ async def test_the_server_never_imports_pipecat(data_dir: Path, tmp_path: Path) 
     (ARCHITECTURE.md): a server that may not import it starts, transcribes and stops cleanly."""
     refused = subprocess.run([sys.executable, "-c", NO_PIPECAT + "import pipecat"], capture_output=True, text=True)
     assert refused.returncode != 0 and "ERROR imported pipecat" in refused.stderr  # the guard works
-    launcher = ("-c", NO_PIPECAT + "from wyoming_wis.__main__ import main; main(sys.argv[1:])")
+    launcher = ("-c", NO_PIPECAT + "from wis_server.__main__ import main; main(sys.argv[1:])")
     server = start_server(
         ["--data-dir", str(data_dir), "--asr-model", "tiny.en", "--no-http"], tmp_path, launcher=launcher
     )

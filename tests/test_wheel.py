@@ -155,7 +155,7 @@ def test_the_sdist_builds_the_same_wheel(built: Built) -> None:
 
 def test_the_wheel_holds_every_file_of_its_packages_and_nothing_else(built: Built) -> None:
     """The packages' files as the repository has them (the pages, scripts and styles included); nothing else."""
-    assert built.packages == {"wyoming_wis", "openai_audio", "http_api", "rtc"}
+    assert built.packages == {"wis_server", "wyoming_wis", "openai_audio", "http_api", "rtc"}
     files = packaged(wheel_files(built.wheel))
     assert sorted(files) == package_sources(built.packages)
     assert {name: (ROOT / name).read_bytes() for name in files} == files

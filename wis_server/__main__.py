@@ -8,9 +8,9 @@ import sys
 from collections.abc import Sequence
 from urllib.parse import urlparse
 
-from . import memory, offline
-from .config import Settings
-from .errors import StartupError
+from wyoming_wis import memory, offline
+from wyoming_wis.config import Settings
+from wyoming_wis.errors import StartupError
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -14,15 +14,14 @@ from wyoming.server import AsyncServer, AsyncStdioServer, AsyncTcpServer
 
 import http_api
 import rtc
-
-from . import __version__, memory, metrics
-from .config import OPTIONS, Settings
-from .core import Core
-from .discovery import Announcement, announce_address, stable_name
-from .errors import StartupError
-from .flags import described
-from .wyoming import WyomingHandler
-from .wyoming.server import server_for
+from wyoming_wis import __version__, memory, metrics
+from wyoming_wis.config import OPTIONS, Settings
+from wyoming_wis.core import Core
+from wyoming_wis.discovery import Announcement, announce_address, stable_name
+from wyoming_wis.errors import StartupError
+from wyoming_wis.flags import described
+from wyoming_wis.wyoming import WyomingHandler
+from wyoming_wis.wyoming.server import server_for
 
 _LOGGER = logging.getLogger("wyoming_wis")
 
