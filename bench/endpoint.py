@@ -14,9 +14,14 @@ compute type, asked in turn clip by clip so that they share the machine's noise:
                           Assistant's default silence), streamed until its transcript
   ours (SENSITIVITY)      our server on its defaults, ending the turn itself; `transcribe` carries each
                           vad_sensitivity in turn; streamed until its transcript
+  ours (household)        the same on the default sensitivity, reading the names of the household the commands
+                          name (tests/bench_household.py: "Living Room Lamp", "Kitchen Lights", ...) from a
+                          stand-in Home Assistant on loopback (tests/fake_hass.py), as --hass-token has it read a
+                          real one: a command Home Assistant's own sentences recognise ends at once, and words
+                          that begin a longer name or command ("turn on the living room") wait for the silence
 
-    .venv/bin/python bench/endpoint.py [--quick] [--only ha-ours,ha-peer,peer-endpointing,ours,concurrency]
-                                       [--ours-src DIR] [--device cuda] [--room CONDITION]
+    .venv/bin/python bench/endpoint.py [--quick] [--ours-src DIR] [--device cuda] [--room CONDITION]
+                                       [--only ha-ours,ha-peer,peer-endpointing,ours,ours-household,concurrency]
 
 With --room (a condition of bench/rooms.py, e.g. "room 0.8 s + pink 10 dB") every clip and the silence after it
 are heard as a Voice PE's raw microphone hears them across a room: reverb, and the noise going on throughout.
@@ -43,7 +48,7 @@ against the same clip's alone. The issue's target: the end-of-turn work for one 
 no more than 50 ms.
 
 Prints a Markdown report and writes bench/results/endpoint-<timestamp>.json. The full run streams 114 clips
-(7.3 min of audio) to each of the six systems in real time: about 65 min, plus 6 to make the corpus the first
+(7.3 min of audio) to each of the seven systems in real time: about 75 min, plus 6 to make the corpus the first
 time; `--only ours,ha-ours,concurrency` about 35 min; `--quick` (three clips of each kind but one long, one group
 of satellites) about 5.
 """
@@ -57,8 +62,8 @@ import shlex
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
-from contextlib import ExitStack
+from collections.abc import AsyncIterator, Sequence
+from contextlib import ExitStack, asynccontextmanager
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -69,6 +74,9 @@ from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.client import AsyncTcpClient
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(1, str(Path(__file__).resolve().parents[1] / "tests"))
+import bench_household  # noqa: E402  (tests/: the household the commands name)
+import fake_hass  # noqa: E402  (tests/: a stand-in Home Assistant to read it from)
 from accuracy import load_engine, piper_speaker  # noqa: E402  (bench/ is not a package)
 from asr import (  # noqa: E402
     COMMANDS,
@@ -128,6 +136,7 @@ CHUNK_SECONDS = CHUNK_BYTES / WIDTH / RATE
 LEAD_SECONDS = 0.3  # silence before the speech: the wake word has just been heard
 TAIL_SECONDS = 4.0  # continuous silence streamed after the speech, at most
 GRACE_SECONDS = 2.0  # then how long to wait for a transcript before counting none
+NAMES_READ = "Names from Home Assistant:"  # what our server logs once it has read them (wyoming_wis/hass_api.py)
 PEER_ENDPOINTING = 0.7  # --vad-endpointing seconds: its README's example, Home Assistant's default silence
 SENSITIVITIES = tuple(sensitivity.value for sensitivity in VadSensitivity)  # the protocol's own list
 KINDS = ("plain", "paused", "whole-paused", "long")
@@ -448,6 +457,7 @@ SYSTEMS = [
     System("ha-peer", "HA default path + peer", "peer", True),
     System("peer-endpointing", "peer endpointing", "peer-endpointing", False),
     *(System("ours", f"ours ({sensitivity})", "ours", False, sensitivity) for sensitivity in SENSITIVITIES),
+    System("ours-household", "ours (household)", "ours-household", False, "default"),
 ]
 PHASES = (*dict.fromkeys(system.key for system in SYSTEMS), "concurrency")
 CONCURRENCY_SYSTEMS = ("ours (default)", "HA default path + ours")
@@ -461,11 +471,41 @@ async def external_vad(port: int) -> bool:
     return info.asr[0].requires_external_vad
 
 
+@asynccontextmanager
+async def household_hass(wanted: bool) -> AsyncIterator[list[str]]:
+    """The flags that have our server read tests/bench_household.py's names from a stand-in Home Assistant on
+    loopback (tests/fake_hass.py), served while the context lasts; none where not `wanted`."""
+    if not wanted:
+        yield []
+        return
+    hass = fake_hass.FakeHass()
+    bench_household.fill(hass.registry)
+    runner, port = await fake_hass.serve(hass, host=HOST)
+    try:
+        yield ["--hass-api", f"http://{HOST}:{port}/api", "--hass-token", fake_hass.TOKEN]
+    finally:
+        await runner.cleanup()
+
+
+async def names_read(server: ServerProcess, timeout: float = 60) -> None:
+    """Wait until `server` has read the household's names from Home Assistant (its log says so)."""
+    deadline = time.monotonic() + timeout
+    while NAMES_READ not in server.log_path.read_text(errors="replace"):
+        if server.process.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"{server.name} read no names from Home Assistant:\n{server.log_tail}")
+        await asyncio.sleep(0.1)
+
+
 async def start_servers(
-    args: argparse.Namespace, systems: Sequence[System], stack: ExitStack, extra: Sequence[str] = ()
+    args: argparse.Namespace,
+    systems: Sequence[System],
+    stack: ExitStack,
+    extra: Sequence[str] = (),
+    household: Sequence[str] = (),
 ) -> tuple[dict[str, int], dict, list[ServerProcess]]:
     """The servers `systems` need, ready: name -> port, what was run, and the processes; ours with the `extra`
-    flags (bench/realtime.py: --debug).
+    flags (bench/realtime.py: --debug), and ours reading a household's names with the `household` flags
+    (`household_hass`).
 
     Ours on its defaults first: a server that already requires an external VAD (before issue 23) also serves
     the HA default path; a newer one gets a second process with --external-vad for it.
@@ -482,6 +522,8 @@ async def start_servers(
         started.append(server)
         log(f"Starting {name}: {shlex.join(argv)}")
         await wait_ready(server)
+        if name == "ours-household":
+            await names_read(server)
         ports[name] = port
         run[f"{name}_argv"] = argv
         run["requires_external_vad"][name] = await external_vad(port)
@@ -489,6 +531,9 @@ async def start_servers(
     def ours(port: int) -> list[str]:  # HTTP on loopback and a port of its own: two of ours may run
         return [*ours_argv(args, port, free_port(), data_dir), *extra]
 
+    if "ours-household" in needed:
+        port = free_port()
+        await start("ours-household", [*ours(port), *household], port, args.ours_src)
     if needed & {"ours", "ours-external"}:
         port = free_port()
         await start("ours", ours(port), port, args.ours_src)
@@ -499,6 +544,7 @@ async def start_servers(
             else:
                 port = free_port()
                 await start("ours-external", [*ours(port), "--external-vad"], port, args.ours_src)
+    if needed & {"ours", "ours-external", "ours-household"}:
         run["ours"] = {name: dist_version(name) for name in ("wyoming-wis", "faster-whisper", "ctranslate2")}
         run["ours_src"] = str(args.ours_src)
     if needed & {"peer", "peer-endpointing"}:
@@ -706,12 +752,12 @@ def growth(alone: Sequence[Turn], together: Sequence[Turn]) -> list[dict]:
 
 
 def verdicts(summary: Sequence[dict]) -> list[dict]:
-    """The issue's targets for each sensitivity of ours: latency on all turns, cuts on the paused, WER."""
+    """The issue's targets for each sensitivity of ours, and ours with a household: latency on all turns, cuts on the
+    paused, WER."""
     row = {(r["system"], r["kind"]): r for r in summary}
     baseline = row.get(("HA default path + ours", "all"), {}).get("wer")
     out = []
-    for sensitivity in SENSITIVITIES:
-        label = f"ours ({sensitivity})"
+    for label in [*(f"ours ({sensitivity})" for sensitivity in SENSITIVITIES), "ours (household)"]:
         everything, paused = row.get((label, "all")), row.get((label, "paused"))
         whole = row.get((label, "whole-paused"))
         if everything is None:
@@ -867,15 +913,16 @@ async def run(args: argparse.Namespace, stack: ExitStack) -> dict:
         tail_s = 0.0
     systems = [system for system in SYSTEMS if system.key in args.phases]
     stops, home_assistant = ha_stops(clips, folder, tail_s) if any(s.ha_vad for s in systems) else ({}, None)
-    ports, versions, servers = await start_servers(args, systems, stack)
-    versions["home_assistant"] = home_assistant
-    bench = Bench(ports, folder, tail_s, stops, args.timeout)
-    await warm_up(bench, systems, clips[0])
-    alone = await alone_phase(bench, systems, clips)
-    together: list[Turn] = []
-    if "concurrency" in args.phases:
-        chosen = [system for system in systems if system.label in CONCURRENCY_SYSTEMS]
-        together = await concurrency_phase(bench, chosen, clips, args.groups)
+    async with household_hass(any(system.server == "ours-household" for system in systems)) as household:
+        ports, versions, servers = await start_servers(args, systems, stack, household=household)
+        versions["home_assistant"] = home_assistant
+        bench = Bench(ports, folder, tail_s, stops, args.timeout)
+        await warm_up(bench, systems, clips[0])
+        alone = await alone_phase(bench, systems, clips)
+        together: list[Turn] = []
+        if "concurrency" in args.phases:
+            chosen = [system for system in systems if system.label in CONCURRENCY_SYSTEMS]
+            together = await concurrency_phase(bench, chosen, clips, args.groups)
     summary = summarise(alone, systems)
     return {
         "versions": versions,

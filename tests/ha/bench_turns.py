@@ -1,10 +1,10 @@
 """The end of each turn through Home Assistant's own assist pipeline, timed from its events: bench/ha_turns.py runs
 this module (not collected by the suite: its name does not start with test_) in the venv of a Home Assistant.
 
-A household whose names fit the corpus' commands (HOUSEHOLD: "Living Room Lamp", "Kitchen Lights", "Front Door", ...,
-in areas "Living Room", "Kitchen", ...) is set up in Home Assistant's registries, and its API is served on loopback.
-Two servers of this checkout read those names from it (--hass-api, --hass-token-file), each added through the
-wyoming config flow, each behind a pipeline of its own:
+A household whose names fit the corpus' commands (tests/bench_household.py: "Living Room Lamp", "Kitchen Lights",
+"Front Door", ..., in areas "Living Room", "Kitchen", ...) is set up in Home Assistant's registries, and its API is
+served on loopback. Two servers of this checkout read those names from it (--hass-api, --hass-token-file), each
+added through the wyoming config flow, each behind a pipeline of its own:
 
   ours      wyoming-wis on its defaults: `requires_external_vad: false`, so Home Assistant (2026.10 and later)
             runs no VAD and streams until our transcript
@@ -27,6 +27,7 @@ import wave
 from datetime import datetime
 from pathlib import Path
 
+import bench_household
 import test_names
 from conftest import Wis, WisServer, add_server, entity_ids
 from homeassistant.components.assist_pipeline.pipeline import (
@@ -53,36 +54,11 @@ from test_names import (
 hass_api = test_names.hass_api  # test_names.py's fixture
 SILENCE_AFTER = 5.0  # seconds of silence after each clip: more than either path needs to end a turn
 SYSTEMS = ("ours", "ha-vad")
-HOUSEHOLD = Household(  # what bench/endpoint.py's commands name: some names begin with an area's ("Living Room Lamp")
-    floors=(Floor("Ground Floor", ("Downstairs",)), Floor("Upstairs")),
-    areas=(
-        Area("Living Room", "Ground Floor"),
-        Area("Kitchen", "Ground Floor"),
-        Area("Dining Room", "Ground Floor"),
-        Area("Hallway", "Ground Floor"),
-        Area("Office", "Ground Floor"),
-        Area("Garage"),
-        Area("Bedroom", "Upstairs"),
-        Area("Bathroom", "Upstairs"),
-    ),
+HOUSEHOLD = Household(  # tests/bench_household.py's
+    floors=tuple(Floor(name, aliases) for name, aliases in bench_household.FLOORS),
+    areas=tuple(Area(name, floor) for name, floor in bench_household.AREAS),
     devices={},
-    things=(
-        Thing("light.living_room_lamp", "Living Room Lamp", "Living Room"),
-        Thing("light.kitchen_lights", "Kitchen Lights", "Kitchen", ("Kitchen Light",)),
-        Thing("light.dining_room_lights", "Dining Room Lights", "Dining Room"),
-        Thing("light.bedroom_lights", "Bedroom Lights", "Bedroom"),
-        Thing("cover.garage_door", "Garage Door", "Garage"),
-        Thing("cover.office_blinds", "Office Blinds", "Office"),
-        Thing("lock.front_door", "Front Door", "Hallway"),
-        Thing("lock.back_door", "Back Door", "Hallway"),
-        Thing("vacuum.robot_vacuum", "Robot Vacuum", "Hallway"),
-        Thing("climate.thermostat", "Thermostat", "Living Room"),
-        Thing("fan.bathroom_fan", "Bathroom Fan", "Bathroom"),
-        Thing("media_player.kitchen_speaker", "Kitchen Speaker", "Kitchen"),
-        Thing("media_player.bedroom_speaker", "Bedroom Speaker", "Bedroom"),
-        Thing("switch.dishwasher", "Dishwasher", "Kitchen"),
-        Thing("todo.shopping_list", "Shopping List"),
-    ),
+    things=tuple(Thing(*thing) for thing in bench_household.THINGS),
 )
 
 

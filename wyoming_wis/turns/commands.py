@@ -129,11 +129,12 @@ class Sentences:
                 self._building[language] = self._thread.submit(self._build, language, self._household)
 
     def set_household(self, household: Household) -> None:
-        """A new reading of the names: every language built so far is built again with them, judged meanwhile with
-        the names before."""
+        """A new reading of the names: every language built so far, or being built, is built again with them,
+        judged meanwhile with the names before. (The first reading comes while the language the server was started
+        with is being built, with no names: that build must not be the last.)"""
         with self._lock:
             self._household = household
-            languages = list(self._built)
+            languages = [*self._built, *(language for language in self._building if language not in self._built)]
         for language in languages:
             self._thread.submit(self._build, language, household)
 
