@@ -503,7 +503,7 @@ def add_common_args(parser: argparse.ArgumentParser, kind: str, phases: Sequence
         "--ours-src",
         type=Path,
         default=ROOT,
-        help="Checkout whose wyoming_wis package to run (python -m wis_server there). Default: this repo",
+        help="Checkout to run as ours (`ours_command`: python -m wis_server there). Default: this repo",
     )
 
 

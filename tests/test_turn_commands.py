@@ -9,7 +9,6 @@ import threading
 import pytest
 
 from wyoming_wis.household import Household
-from wyoming_wis.turns import commands as commands_module
 from wyoming_wis.turns.commands import Commands, Sentences, Verdict, _cuts, _top_level
 
 pytestmark = pytest.mark.fast
@@ -94,7 +93,7 @@ async def test_names_read_while_the_first_build_runs_are_built_in(monkeypatch: p
     Assistant meanwhile: that first build must not be the last, or the household's commands are never recognised
     (bench/endpoint.py's "ours (household)" found "turn on the kitchen lights" judged on its sound alone)."""
     release, warm = threading.Event(), Commands.warm
-    monkeypatch.setattr(commands_module.Commands, "warm", lambda self: (release.wait(10), warm(self)))
+    monkeypatch.setattr(Commands, "warm", lambda self: (release.wait(10), warm(self)))
     sentences = Sentences()
     try:
         sentences.prepare("en")  # at start: built with no names, and held in its warm-up until released

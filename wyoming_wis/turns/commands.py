@@ -134,7 +134,7 @@ class Sentences:
         with is being built, with no names: that build must not be the last.)"""
         with self._lock:
             self._household = household
-            languages = [*self._built, *(language for language in self._building if language not in self._built)]
+            languages = list(dict.fromkeys([*self._built, *self._building]))
         for language in languages:
             self._thread.submit(self._build, language, household)
 
