@@ -5,10 +5,13 @@ on its first start), threads, beam size, compute type and device, and are asked 
 the machine's noise. Every request uses a new TCP connection and the `wyoming` client, as Home Assistant does.
 
     .venv/bin/python bench/asr.py [--rounds 2] [--only latency,concurrency,long] [--device cuda]
+    .venv/bin/python bench/asr.py --only held-out --held-out jfk.flac [--external-vad] [--beam-size 1] [--rounds 4]
 
 Phases (WER is scored in each):
   latency      voice commands (Piper, synthesised once by our server) and 10-15 s LJ Speech pairs, streamed
                at real-time pace plus trailing silence; latency = audio-stop sent -> final `transcript`.
+  held-out     recordings given with --held-out (never used to tune the server; e.g. faster-whisper's own
+               tests/data/jfk.flac, with its transcript in jfk.txt beside it), as in latency; only when given.
   concurrency  4 and 8 clients sending recordings back to back as fast as possible; throughput and p95.
   long         one >= 60 s recording sent as fast as possible; real-time factor.
 """
@@ -84,7 +87,7 @@ LONG_MIN_SECONDS = 60.0
 CONCURRENT_CLIENTS = (4, 8)
 MISMATCH_WER = 0.5  # a concurrent transcript this far off its own audio is counted as wrong
 ESTIMATE = "wis_wait_estimate_ratio"  # our server's histogram of each Whisper call's wait over its estimate
-PHASES = ("latency", "concurrency", "long")
+PHASES = ("latency", "held-out", "concurrency", "long")
 NOISY_SHARE = 0.10  # other processes using more of the CPUs than this make the timings suspect
 
 COMMANDS = [
@@ -201,6 +204,18 @@ def lj_recordings() -> list[Recording]:
     return [
         Recording(path.stem, path.with_suffix(".txt").read_text().strip(), decode_audio(path))
         for path in sorted(LJ_CORPUS.glob("*.flac"))
+    ]
+
+
+def held_out_recordings(paths: Sequence[Path]) -> list[Recording]:
+    """Recordings from elsewhere, each with its transcript in a .txt file beside it (none: WER not scored)."""
+    return [
+        Recording(
+            path.stem,
+            text.read_text().strip() if (text := path.with_suffix(".txt")).is_file() else "",
+            decode_audio(path),
+        )
+        for path in paths
     ]
 
 
@@ -339,7 +354,7 @@ async def transcribe(
         result.after_stop_s = marks.final - stop_sent if stop_sent is not None else None
         if marks.first_chunk is not None:
             result.first_chunk_s = marks.first_chunk - audio_start
-        result.wer = wer([recording.text], [marks.text or ""])
+        result.wer = wer([recording.text], [marks.text or ""]) if recording.text else None
     return result
 
 
@@ -457,7 +472,9 @@ def _latency_summary(results: Sequence[Result]) -> dict:
         "p95_after_stop_s": percentile([r.after_stop_s for r in done], 95),
         "median_first_chunk_s": median(first),
         "with_chunks": len(first),
-        "wer": wer([r.reference for r in done], [r.text or "" for r in done]),
+        "wer": wer([r.reference for r in done], [r.text or "" for r in done])
+        if all(r.reference for r in done)
+        else None,
     }
 
 
@@ -589,6 +606,7 @@ def ours_argv(args: argparse.Namespace, port: int, http_port: int, data_dir: Pat
         "--asr-model",
         MODEL,
         *flags,
+        *(["--external-vad"] if args.external_vad else []),
     ]
 
 
@@ -672,11 +690,21 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="Silence streamed after each latency recording before audio-stop, as Home Assistant's VAD waits "
         "for it. Default: 0.5 s",
     )
+    parser.add_argument(
+        "--held-out", type=Path, nargs="+", default=[], metavar="FILE", help="Recordings for the held-out phase"
+    )
+    parser.add_argument(
+        "--external-vad",
+        action="store_true",
+        help="Start ours with --external-vad: the client's audio-stop ends every request, as the peer's does",
+    )
     parser.add_argument("--per-client", type=int, default=3, help="Requests per concurrent client. Default: 3")
     parser.add_argument("--timeout", type=float, default=300, help="Seconds to wait for one transcript")
     add_common_args(parser, "asr", PHASES)
     args = parser.parse_args(argv)
     check_common_args(parser, args, "asr", PHASES)
+    if args.phases == ["held-out"] and not args.held_out:
+        parser.error("--only held-out needs --held-out FILE")
     args.compute_type = args.compute_type or ("float16" if args.device == "cuda" else "int8")
     return args
 
@@ -691,8 +719,12 @@ async def run(args: argparse.Namespace, stack: ExitStack) -> dict:
     clips = lj_recordings()
     await warm_up(settings, [commands[0], clips[0]])
     summary: dict = {}
-    if "latency" in args.phases:
-        sets = {"commands": commands, "long utterances (10-15 s)": long_utterances(clips)}
+    sets = (
+        {"commands": commands, "long utterances (10-15 s)": long_utterances(clips)} if "latency" in args.phases else {}
+    )
+    if "held-out" in args.phases and args.held_out:
+        sets["held-out"] = held_out_recordings(args.held_out)
+    if sets:
         await latency_phase(settings, sets)
         summary["latency"] = {
             set_name: {
@@ -720,6 +752,7 @@ def main() -> None:
     args = parse_args()
     settings = {key: getattr(args, key) for key in ("device", "threads", "beam_size", "compute_type", "rounds")}
     settings.update(trailing_silence=args.trailing_silence, per_client=args.per_client, phases=args.phases)
+    settings.update(external_vad=args.external_vad, held_out=[str(path) for path in args.held_out])
     run_and_record(lambda stack: run(args, stack), settings, args.out, print_report)
 
 
@@ -732,6 +765,7 @@ def print_report(document: dict, out: Path) -> None:
         f"Settings: model {MODEL} ({versions['model_dir']}), device {settings['device']}, "
         f"compute type {settings['compute_type']}, beam {settings['beam_size']}, {settings['threads']} threads, "
         f"{settings['rounds']} rounds, trailing silence {settings['trailing_silence']:g} s"
+        + (", ours with --external-vad" if settings.get("external_vad") else "")
     )
     ours, peer = versions["ours"], versions["peer"]
     print(

@@ -2,8 +2,9 @@
 
 bench/accuracy.py compares our engine with faster-whisper in-process; this checks that what a client of the
 running server gets is that same text, whichever way it asks. Per beam size the real server is started as a
-subprocess on the bundled models (offline, `--beam-size B`, `--cpu-threads 2`), twice: on its defaults, and with
-`--partial-results false`. Each utterance is then sent through every path with the client real users run:
+subprocess on the bundled models (offline, `--beam-size B`, `--cpu-threads 2`, and `--external-vad`: Wyoming
+answers at audio-stop), twice: on its defaults, and with `--partial-results false`. Each utterance is then sent
+through every path with the client real users run:
 
   wyoming               the `wyoming` client as Home Assistant uses it: transcribe, audio-start, chunks,
                         audio-stop, read to `transcript` (the server with --partial-results false; audio at once)
@@ -128,6 +129,9 @@ ENGINE = "engine"  # the row of our in-process engine, for reference
 # The servers wait longer than their defaults before giving up on a request: on a loaded machine a slow answer
 # must come late, not be refused, since only its text is measured here.
 PATIENT = ["--wyoming-max-wait", "300", "--willow-max-wait", "300", "--http-max-wait", "300"]
+# Wyoming answers at audio-stop, as it does for a client with its own VAD: on its default the server ends the turn
+# itself, and a request of several sentences with pauses between them is several turns (bench/endpoint.py's).
+ANSWER_AT_STOP = ["--external-vad"]
 
 
 # -- what a path gets back ----------------------------------------------------------------
@@ -557,6 +561,7 @@ async def run_beam(
 ) -> list[Outcome]:
     """Start this beam's servers, compute the in-process texts, then send every utterance through every path."""
     flags = ["--beam-size", str(beam), "--cpu-threads", str(args.threads), "--device", args.device, *PATIENT]
+    flags += ANSWER_AT_STOP
     (main, http_url), (plain, _) = await asyncio.gather(
         start_all_frontends(f"paths-beam{beam}", args.data_dir, stack, flags),
         start_all_frontends(f"paths-beam{beam}-plain", args.data_dir, stack, [*flags, "--partial-results", "false"]),

@@ -8,6 +8,7 @@ import dataclasses
 import subprocess
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -21,7 +22,7 @@ from wyoming_wis.asr.decoder import Job, Options
 from wyoming_wis.asr.engine import SCORE_STEP
 from wyoming_wis.asr.session import AsrSession, _StableText
 from wyoming_wis.asr.turn import PATIENCE, TurnEnd, TurnLimits
-from wyoming_wis.asr.vad import LEAD, PAD, SpeechDetector
+from wyoming_wis.asr.vad import LEAD, PAD, PAUSE, SpeechDetector
 from wyoming_wis.audio import NATIVE, AudioFormat
 from wyoming_wis.budget import MemoryBudget
 from wyoming_wis.catalog import Catalog
@@ -350,15 +351,20 @@ def test_stable_text_sends_agreed_words_once() -> None:
     assert revised.update("Turn off the light.", final=True) == ""  # cannot take back what was sent
 
 
-async def spoken_turn(session: AsrSession, pcm: bytes, turn: asyncio.Future[TurnEnd]) -> tuple[TurnEnd, Transcript]:
-    """Feed 16 kHz 16-bit `pcm` at the pace it was spoken, 20 ms at a time, until the session ends the turn (the
-    future of its `turn_end`): the end, and the transcript."""
+async def spoken(session: AsrSession, pcm: bytes, turn: asyncio.Future[TurnEnd] | None = None) -> None:
+    """Feed 16 kHz 16-bit `pcm` at the pace it was spoken, 20 ms at a time (until the session ends the turn, where
+    `turn` is the future of its `turn_end`)."""
     chunk, started = 640, asyncio.get_running_loop().time()
     for offset in range(0, len(pcm), chunk):
-        if turn.done():
+        if turn is not None and turn.done():
             break
         await asyncio.sleep(max(0, started + offset / 32000 - asyncio.get_running_loop().time()))
         await session.feed(pcm[offset : offset + chunk], AudioFormat(RATE, 2, 1))
+
+
+async def spoken_turn(session: AsrSession, pcm: bytes, turn: asyncio.Future[TurnEnd]) -> tuple[TurnEnd, Transcript]:
+    """`spoken` until the session ends the turn: the end, and the transcript."""
+    await spoken(session, pcm, turn)
     return await turn, await session.finish()
 
 
@@ -536,6 +542,44 @@ async def test_a_pause_whose_words_are_unclear_is_not_decoded_again_until_the_en
     assert end.reason == "silence"
     assert standard_passes == [True], standard_passes  # once, after the end
     assert normalise(transcript.text) == "in being comparatively modern"
+
+
+async def test_a_pause_is_decoded_as_the_end_would_decode_it_so_an_end_inside_it_waits_for_no_decode(
+    engine: WhisperEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A client that ends the request 0.2 s after the last word (by its own VAD: Home Assistant with
+    --external-vad, a Willow device, a Realtime commit) gets the transcript decoded in that pause: a pause is
+    decoded once it has lasted PAUSE, padded with silence to PAD as the end is, and the end reuses that decode.
+    Before, a pause was decoded once it had lasted PAD (0.3 s), and an end inside it waited for a whole decode."""
+    ended = False
+    decodes_after_the_end: list[Options] = []
+    transcribe_pieces = engine.transcribe_pieces
+
+    async def counted(*args: Any, options: Options, **kwargs: Any) -> Transcript:
+        if ended:
+            decodes_after_the_end.append(options)
+        return await transcribe_pieces(*args, options=options, **kwargs)
+
+    monkeypatch.setattr(engine, "transcribe_pieces", counted)
+    pause = 0.2
+    assert PAUSE / RATE < pause < PAD / RATE
+    speech = samples(CORPUS / "LJ001-0002.flac")  # "in being comparatively modern."
+    pcm = (np.concatenate([silence(0.3), speech, silence(pause)]) * 32767).astype("<i2").tobytes()
+    texts: list[str] = []
+
+    async def on_text(text: str) -> None:
+        texts.append(text)
+
+    hold = MemoryBudget(1 << 30).hold()
+    options = engine.options(AsrRequest(language="en"))
+    async with AsrSession(engine, options, frontend="test", max_seconds=30, hold=hold, on_text=on_text) as session:
+        await spoken(session, pcm)  # (no turn detector: the client ends the request)
+        await asyncio.sleep(2)  # the pause's decode lands (after a draft in flight, if any)
+        ended = True
+        transcript = await session.finish()
+    assert decodes_after_the_end == [], decodes_after_the_end
+    assert normalise(transcript.text) == "in being comparatively modern"
+    assert normalise("".join(texts)) == "in being comparatively modern"  # all of it went out as partial text too
 
 
 async def test_small_pieces_are_kept_on_the_loop_and_large_ones_in_a_thread(

@@ -6,10 +6,11 @@ when the model has nothing else to do, decodes what has been said so far:
 
 - every second or so during speech (less often when a decode is slow), a
   quick greedy draft, to send partial text;
-- as soon as the speaker has paused for the VAD's padding (0.3 s), a full
-  decode. It covers exactly the audio a final decode would, so when the
-  client ends the request during the pause, as Home Assistant does after
-  hearing silence, the transcript is already there.
+- as soon as the speaker has paused (`PAUSE`, 64 ms), a full decode of the
+  audio so far with the pause padded with silence to the VAD's padding
+  (`padded`): exactly what a final decode at the end of that pause decodes,
+  so when the client ends the request during the pause, as Home Assistant
+  does after hearing silence, the transcript is already there.
 
 Pieces of long audio already decoded are kept, so at the end only what
 changed is decoded. Audio that arrives much faster than real time (a file)
@@ -50,7 +51,7 @@ from ..errors import AudioTooLong, WisError
 from ..scheduler import patience
 from .buffer import AudioBuffer
 from .turn import Reason, TurnEnd
-from .vad import PAD, WINDOW, Piece, SpeechDetector
+from .vad import PAD, PAUSE, WINDOW, Piece, SpeechDetector
 
 if TYPE_CHECKING:
     from .decoder import Decoded, Logprobs, Options
@@ -62,7 +63,6 @@ _LOGGER = logging.getLogger(__name__)
 VAD_STEP = 2 * WINDOW  # score new audio in steps of this many samples, to pace drafts
 TURN_VAD_STEP = WINDOW  # where the session ends the turn: a window at a time, to see a pause as soon as it can
 MIN_INTERVAL = 1.0  # seconds of audio between partial decodes, at the least
-QUIET = int(0.1 * WHISPER_RATE)  # silence after which no draft starts: the speaker may be done
 LIVE_RATE = 1.5  # audio arriving faster than this times real time is a file
 _LIVE_SLACK = 1.0  # seconds of audio a live client may send ahead (buffers, network)
 
@@ -232,9 +232,11 @@ class AsrSession:
         await self.end_audio()
         audio = self.audio()
         await self.engine.score(self._detector, audio)
+        speech_end = self._detector.speech_end()
+        heard = audio if speech_end is None else padded(audio, speech_end)  # as a pause's decode heard it
         if self._on_text is not None:
-            await self._decode_in_order(audio)
-        transcript = await self._transcribe(audio)
+            await self._decode_in_order(heard)
+        transcript = await self._transcribe(heard)
         await self._publish(transcript, final=True)
         transcript = dataclasses.replace(transcript, duration=len(audio) / WHISPER_RATE)
         turn = self._ended.result() if self._audio.turn_ended else None
@@ -351,10 +353,10 @@ class AsrSession:
             speech_end = self._detector.speech_end()
             if self._finishing or speech_end is None or not self._due(len(audio), speech_end, decoded_at, interval):
                 continue
-            paused = len(audio) - speech_end >= PAD
+            silence = len(audio) - speech_end
             started = time.monotonic()
-            try:
-                transcript = await (self.ahead(audio) if paused else self._draft(audio))
+            try:  # a pause is decoded as the end would decode it: its decode is the transcript's
+                transcript = await (self.ahead(padded(audio, speech_end)) if silence >= PAUSE else self._draft(audio))
             except WisError as err:  # e.g. busy: partial results are a bonus
                 _LOGGER.debug("No partial transcript: %s", err)
                 continue
@@ -363,8 +365,8 @@ class AsrSession:
             elapsed = time.monotonic() - started
             decoded_at, interval = len(audio), max(MIN_INTERVAL, 2 * elapsed)
             _LOGGER.debug("Decoded %.1f s ahead in %.2f s: %r", len(audio) / WHISPER_RATE, elapsed, transcript.text)
-            try:  # at a pause the text is as good as final; mid-speech only words two drafts agree on
-                await self._publish(transcript, final=paused)
+            try:  # after a pause of PAD the text is as good as final; else only words two decodes agree on
+                await self._publish(transcript, final=silence >= PAD)
             except ConnectionError:
                 return
 
@@ -384,10 +386,13 @@ class AsrSession:
         """Whether a decode now is worth its cost."""
         if not self._live() or not self.engine.idle or (self._turn is not None and self._turn.judging):
             return False  # (a judgement's decode is the pause's: `ahead` takes it once it lands)
-        if samples - speech_end >= PAD:  # a pause: decode it once, exactly as the end would
+        silence = samples - speech_end
+        if silence >= PAD:  # speech has ended: its text goes out as final (decoded at PAUSE already, or now)
             return decoded_at < speech_end + PAD
-        if samples - speech_end >= QUIET or not self._speaking_drafts:
-            return False  # maybe the end, or a turn the session judges itself: keep the model free for the pause
+        if silence >= PAUSE:  # a pause: decode it once, exactly as the end would
+            return decoded_at <= speech_end
+        if not self._speaking_drafts:
+            return False  # a turn the session judges itself: keep the model free for the pause
         return samples - decoded_at >= interval * WHISPER_RATE
 
     def _live(self, slack: float = _LIVE_SLACK) -> bool:
@@ -407,11 +412,10 @@ class AsrSession:
         return transcript
 
     async def ahead(self, audio: np.ndarray) -> Transcript | None:
-        """`_transcribe` at a pause, before the end. Where the server ends the turn, a piece whose text the short
-        window does not trust is not decoded again now (the standard pass's temperature fallback takes seconds,
-        and holds the model while the speaker may go on): None, and that piece is decoded at the end."""
-        if self._turn is None:
-            return await self._transcribe(audio)
+        """`_transcribe` at a pause, before the end. A piece whose text the short window does not trust is not
+        decoded again now (the standard pass's temperature fallback takes seconds, and holds the model while the
+        speaker may go on: a pause of 64 ms may end on a word's first sound): None, and that piece is decoded at
+        the end."""
         pieces = self._detector.pieces(len(audio))
         if (latest := self._decoded.latest(pieces)) is not None:
             return latest

@@ -22,8 +22,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from ..audio import WHISPER_RATE
 from ..requests import SENSITIVITIES
 from .decoder import Word
+from .vad import PAUSE
 
 if TYPE_CHECKING:
     from .assemble import Transcript
@@ -35,8 +37,8 @@ Reason = Literal["command", "complete", "silence", "max-speech", "no-speech"]
 class Patience:
     """How long a sensitivity waits after speech."""
 
-    # Seconds of silence before the turn is judged on its sense (its words, the turn model): two of the VAD's
-    # windows. It finds one-window gaps between words all the time, and each judgement costs a decode.
+    # Seconds of silence before the turn is judged on its sense (its words, the turn model): at the least a
+    # `PAUSE` (each judgement costs a decode)
     check: float
     # Seconds of silence a pause judged complete must last before it ends the turn. Words that are a whole
     # request by themselves ("turn on the living room") are often followed, after a pause, by more ("... lamp"),
@@ -56,10 +58,11 @@ class Patience:
 # passed, its transcript already decoded during the pause; words that are not a whole request wait for the
 # silence. `aggressive` ends a whole command at once, when its words and the turn model agree: about 0.3 s after
 # the last word, at the risk of cutting a speaker who pauses after words that are a request by themselves.
+_PAUSE_SECONDS = PAUSE / WHISPER_RATE
 PATIENCE: dict[str, Patience] = {
-    "default": Patience(check=0.064, settle=0.7, recheck=0.9, silence=1.25, threshold=0.7),
+    "default": Patience(check=_PAUSE_SECONDS, settle=0.7, recheck=0.9, silence=1.25, threshold=0.7),
     "relaxed": Patience(check=0.2, settle=1.25, recheck=1.35, silence=1.5, threshold=0.85),
-    "aggressive": Patience(check=0.064, settle=0.064, recheck=0.4, silence=0.6, threshold=0.5),
+    "aggressive": Patience(check=_PAUSE_SECONDS, settle=_PAUSE_SECONDS, recheck=0.4, silence=0.6, threshold=0.5),
 }
 assert tuple(PATIENCE) == SENSITIVITIES
 # After a longer silence the model hears most pauses as ends, pauses inside a request too (pipecat's note: after

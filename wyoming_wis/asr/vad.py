@@ -21,6 +21,9 @@ WINDOW = 512  # samples Silero scores at a time
 _CONTEXT = 64  # samples before a window that Silero also sees
 THRESHOLD = 0.5  # a window at or above this is speech (faster-whisper's default)
 PAD = int(0.3 * WHISPER_RATE)  # kept after speech; also the pause after which speech counts as ended
+# The least silence after speech that may be a pause (a sentence's end, a turn's): two windows. The VAD finds
+# one-window gaps between words all the time.
+PAUSE = 2 * WINDOW
 LEAD = int(1.0 * WHISPER_RATE)  # kept before speech: Whisper hears the first word better with its run-up
 MIN_GAP = int(0.5 * WHISPER_RATE)  # a pause at least this long may split long audio
 MAX_JOIN_GAP = int(2 * WHISPER_RATE)  # stretches further apart are decoded apart, so silence costs nothing
