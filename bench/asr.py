@@ -606,7 +606,6 @@ def ours_argv(args: argparse.Namespace, port: int, http_port: int, data_dir: Pat
         "--asr-model",
         MODEL,
         *flags,
-        *(["--external-vad"] if args.external_vad else []),
     ]
 
 
@@ -640,15 +639,18 @@ def peer_requirements() -> list[str]:
     return [PEER_PACKAGE, *(f"{name}=={dist_version(name)}" for name in same)]
 
 
-async def start_servers(args: argparse.Namespace, stack: ExitStack) -> tuple[dict[str, ServerProcess], str, dict]:
-    """Ours first (it joins the bundled model on its first start), then the peer on that same model folder."""
+async def start_servers(
+    args: argparse.Namespace, stack: ExitStack, extra: Sequence[str] = ()
+) -> tuple[dict[str, ServerProcess], str, dict]:
+    """Ours first (it joins the bundled model on its first start; with the `extra` flags), then the peer on that
+    same model folder."""
     peer_python = ensure_venv(PEER_VENV, peer_requirements())
     home = CACHE / "home"
     data_dir, logs = CACHE / "data", CACHE / "logs"
     started: list[ServerProcess] = []
     stack.callback(stop_servers, started)
     port, http_port = free_port(), free_port()
-    argv = ours_argv(args, port, http_port, data_dir)
+    argv = [*ours_argv(args, port, http_port, data_dir), *extra]
     ours = start_server("ours", argv, port, offline_env(home), args.ours_src, logs)
     started.append(ours)
     log(f"Starting ours: {shlex.join(ours.argv)}")
@@ -712,7 +714,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 async def run(args: argparse.Namespace, stack: ExitStack) -> dict:
     """Start both servers, build the audio, run the chosen phases; the summary and every request."""
     load = BackgroundLoad()
-    servers, ours_http, versions = await start_servers(args, stack)
+    servers, ours_http, versions = await start_servers(args, stack, ["--external-vad"] if args.external_vad else [])
     ports = {name: server.port for name, server in servers.items()}
     settings = Settings(ports, args.trailing_silence, args.timeout, args.rounds, ours_http)
     commands = await command_recordings(servers["ours"].port)
