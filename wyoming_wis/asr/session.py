@@ -389,8 +389,9 @@ class AsrSession:
         silence = samples - speech_end
         if silence >= PAD:  # speech has ended: its text goes out as final (decoded at PAUSE already, or now)
             return decoded_at < speech_end + PAD
-        if silence >= PAUSE:  # a pause: decode it once, exactly as the end would
-            return decoded_at <= speech_end
+        if silence >= PAUSE:  # a pause: decode it once, exactly as the end would; where the session ends the turn,
+            # its detector does, when it judges the pause (at its sensitivity's `check`)
+            return self._turn is None and decoded_at <= speech_end
         if not self._speaking_drafts:
             return False  # a turn the session judges itself: keep the model free for the pause
         return samples - decoded_at >= interval * WHISPER_RATE
