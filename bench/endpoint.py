@@ -40,7 +40,9 @@ last speech sample is its last word's end (word timestamps) refined by energy: t
 A turn is a false cut when it ended (`audio-stop` sent, or the transcript came) before the last speech sample
 was sent: on the paused commands, before the speech after the pause was complete. A cut turn has no
 last-word-to-transcript time; its text still counts in the WER (normalised as bench/accuracy.py does), and so
-does a turn with no transcript at all (none within GRACE_SECONDS after the streamed silence ran out).
+does a turn with no transcript at all (none within GRACE_SECONDS after the streamed silence ran out). What ended
+each of ours' turns sent alone (command, complete, silence, ...) is the server's own count (`wis_turns_total`),
+read from its /metrics before and after the turn.
 
 Several satellites at once: groups of 2 and 4 clips streamed together, each at real-time pace, started
 STAGGER_SECONDS apart, to ours (default) and to HA default path + ours; each one's last-word-to-transcript time
@@ -62,13 +64,16 @@ import shlex
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 from contextlib import ExitStack, asynccontextmanager
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+import httpx
 import numpy as np
 from faster_whisper import WhisperModel
+from prometheus_client.parser import text_string_to_metric_families
 from wyoming.asr import Transcribe, VadSensitivity
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.client import AsyncTcpClient
@@ -515,7 +520,7 @@ async def start_servers(
     started: list[ServerProcess] = []
     stack.callback(stop_servers, started)
     ports: dict[str, int] = {}
-    run: dict = {"requires_external_vad": {}}
+    run: dict = {"requires_external_vad": {}, "metrics": {}}
 
     async def start(name: str, argv: list[str], port: int, cwd: Path) -> None:
         server = start_server(name, argv, port, offline_env(home), cwd, logs)
@@ -526,6 +531,8 @@ async def start_servers(
             await names_read(server)
         ports[name] = port
         run[f"{name}_argv"] = argv
+        if "--http-port" in argv:  # ours: what ended each turn is counted there (`turn_reason`)
+            run["metrics"][name] = f"http://{HOST}:{argv[argv.index('--http-port') + 1]}/metrics"
         run["requires_external_vad"][name] = await external_vad(port)
 
     def ours(port: int) -> list[str]:  # HTTP on loopback and a port of its own: two of ours may run
@@ -578,6 +585,7 @@ class Turn:
     transcript_s: float | None = None  # when the transcript came
     latency_s: float | None = None  # last speech sample -> transcript; None for a cut or no transcript
     cut: bool = False  # ended before the last speech sample was sent
+    ended_by: str | None = None  # ours, alone: what ended the turn, by the server's count (`turn_reason`)
 
 
 async def stream_turn(
@@ -640,6 +648,7 @@ class Bench:
     tail_s: float  # silence streamed after each file: TAIL_SECONDS, or none where the file holds it (a room's)
     stops: dict[str, tuple[int | None, bool]]
     timeout: float
+    metrics: dict[str, str]  # our servers' /metrics
 
     async def turn(self, system: System, clip: Clip, phase: str, delay: float = 0.0) -> Turn:
         await asyncio.sleep(delay)
@@ -647,6 +656,33 @@ class Bench:
         port = self.ports[system.server]
         audio = (clip.pcm(self.folder) + silence(self.tail_s)).audio
         return await stream_turn(system, port, clip, audio, stop, phase, self.timeout)
+
+    async def alone(self, system: System, clip: Clip) -> Turn:
+        """`turn` with no other at once: for ours, with what ended it."""
+        url = self.metrics.get(system.server)
+        before = await turns_ended(url) if url else Counter()
+        turn = await self.turn(system, clip, "alone")
+        if url:
+            turn.ended_by = turn_reason(before, await turns_ended(url))
+        return turn
+
+
+async def turns_ended(url: str) -> Counter[str]:
+    """Our server's count of Wyoming turns answered, by what ended them (`wis_turns_total`)."""
+    async with httpx.AsyncClient(timeout=30) as http:
+        text = (await http.get(url)).raise_for_status().text
+    counts: Counter[str] = Counter()
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "wis_turns_total" and sample.labels.get("frontend") == "wyoming":
+                counts[sample.labels["ended"]] += int(sample.value)
+    return counts
+
+
+def turn_reason(before: Counter[str], after: Counter[str]) -> str | None:
+    """What ended the one turn answered between two counts (None: none was, or more than one)."""
+    grown = after - before
+    return next(iter(grown)) if sum(grown.values()) == 1 else None
 
 
 async def warm_up(bench: Bench, systems: Sequence[System], clip: Clip) -> None:
@@ -670,7 +706,7 @@ async def alone_phase(bench: Bench, systems: Sequence[System], clips: Sequence[C
         shift = index % len(systems)
         line = []
         for system in [*systems[shift:], *systems[:shift]]:
-            turn = await bench.turn(system, clip, "alone")
+            turn = await bench.alone(system, clip)
             turns.append(turn)
             line.append(f"{system.label} {outcome(turn)}")
         log(f"[{index + 1}/{len(clips)} {clip.kind} {clip.name}] " + ", ".join(line))
@@ -723,6 +759,15 @@ def summarise(turns: Sequence[Turn], systems: Sequence[System]) -> list[dict]:
                 }
             )
     return rows
+
+
+def ended_by(alone: Sequence[Turn]) -> dict[str, dict[str, dict[str, int]]]:
+    """Per system of ours and kind of clip, how many turns each reason ended (the server's count)."""
+    counts: dict[str, dict[str, Counter[str]]] = {}
+    for turn in alone:
+        if turn.ended_by is not None:
+            counts.setdefault(turn.system, {}).setdefault(turn.kind, Counter())[turn.ended_by] += 1
+    return {system: {kind: dict(count) for kind, count in kinds.items()} for system, kinds in counts.items()}
 
 
 def growth(alone: Sequence[Turn], together: Sequence[Turn]) -> list[dict]:
@@ -820,6 +865,11 @@ def print_report(document: dict, out: Path) -> None:
     print("False cut: the turn ended before the last speech sample was sent (on the paused commands: before the")
     print("command was complete); cut turns have no latency, their text counts in the WER.\n")
     print_summary(document["summary"])
+    if document.get("ended_by"):
+        print("\nWhat ended ours' turns (the server's `wis_turns_total`; commit: the client's audio-stop):\n")
+        for system, kinds in document["ended_by"].items():
+            for kind, count in kinds.items():
+                print(f"- {system}, {kind}: " + ", ".join(f"{reason} {n}" for reason, n in sorted(count.items())))
     if document["verdicts"]:
         print("\n## The issue's targets for ours\n")
         print("| system | target | measured | |\n|---|---|--:|---|")
@@ -916,7 +966,7 @@ async def run(args: argparse.Namespace, stack: ExitStack) -> dict:
     async with household_hass(any(system.server == "ours-household" for system in systems)) as household:
         ports, versions, servers = await start_servers(args, systems, stack, household=household)
         versions["home_assistant"] = home_assistant
-        bench = Bench(ports, folder, tail_s, stops, args.timeout)
+        bench = Bench(ports, folder, tail_s, stops, args.timeout, versions["metrics"])
         await warm_up(bench, systems, clips[0])
         alone = await alone_phase(bench, systems, clips)
         together: list[Turn] = []
@@ -931,6 +981,7 @@ async def run(args: argparse.Namespace, stack: ExitStack) -> dict:
         "summary": summary,
         "verdicts": verdicts(summary),
         "growth": growth(alone, together),
+        "ended_by": ended_by(alone),
         "background_cpu_share": load.share(servers),
         "turns": [asdict(turn) for turn in [*alone, *together]],
     }

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
@@ -210,6 +211,22 @@ def test_growth_is_against_the_same_clip_alone() -> None:
     ]
     (row,) = endpoint.growth(alone, together)
     assert row["compared"] == 1 and row["median_growth_s"] == pytest.approx(0.04)
+
+
+def test_what_ended_each_turn_of_ours_is_the_one_reason_the_server_counted_meanwhile() -> None:
+    """The server's `wis_turns_total` read before and after a turn alone: the reason that grew by one ended it."""
+    before = Counter({"command": 2, "silence": 1})
+    assert endpoint.turn_reason(before, Counter({"command": 3, "silence": 1})) == "command"
+    assert endpoint.turn_reason(before, Counter({"command": 2, "silence": 1, "commit": 1})) == "commit"
+    assert endpoint.turn_reason(before, before) is None  # none answered (an error before its end)
+    assert endpoint.turn_reason(before, Counter({"command": 3, "silence": 2})) is None  # two: not this one's alone
+    turns = [
+        Turn("ours (default)", "a", "plain", "alone", "", "", ended_by="command"),
+        Turn("ours (default)", "b", "plain", "alone", "", "", ended_by="command"),
+        Turn("ours (default)", "c", "long", "alone", "", "", ended_by="complete"),
+        Turn("HA default path + peer", "a", "plain", "alone", "", ""),  # not ours: no count
+    ]
+    assert endpoint.ended_by(turns) == {"ours (default)": {"plain": {"command": 2}, "long": {"complete": 1}}}
 
 
 def test_quick_picks_each_kind_across_its_clips() -> None:
