@@ -29,6 +29,10 @@ class Transcript:
     duration: float  # seconds of audio
     segments: list[Segment] = field(default_factory=list)
 
+    def until(self, seconds: float) -> Transcript:
+        """The transcript of audio `seconds` long, decoded padded with silence past its end: no time after it."""
+        return replace(self, duration=seconds, segments=[segment.until(seconds) for segment in self.segments])
+
     @property
     def words(self) -> list[Word]:
         """Every word with its time; empty unless the request asked for word times."""

@@ -213,6 +213,11 @@ class Segment:
         words = tuple(Word(w.start + seconds, w.end + seconds, w.word) for w in self.words)
         return replace(self, start=self.start + seconds, end=self.end + seconds, words=words)
 
+    def until(self, seconds: float) -> Segment:
+        """The same segment with no time past `seconds` (the end of audio decoded padded with silence)."""
+        words = tuple(Word(min(w.start, seconds), min(w.end, seconds), w.word) for w in self.words)
+        return replace(self, start=min(self.start, seconds), end=min(self.end, seconds), words=words)
+
 
 @dataclass(frozen=True)
 class Decoded:

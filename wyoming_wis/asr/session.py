@@ -238,7 +238,7 @@ class AsrSession:
             await self._decode_in_order(heard)
         transcript = await self._transcribe(heard)
         await self._publish(transcript, final=True)
-        transcript = dataclasses.replace(transcript, duration=len(audio) / WHISPER_RATE)
+        transcript = transcript.until(len(audio) / WHISPER_RATE)
         turn = self._ended.result() if self._audio.turn_ended else None
         if turn is None:
             metrics.transcribed(self.frontend, self.engine.name, transcript.duration, ended)
