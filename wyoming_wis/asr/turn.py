@@ -89,12 +89,12 @@ class TurnEnd:
 
 
 # English words a request does not end on: articles, possessives, prepositions that are seldom particles ("turn it
-# on" ends on "on"), conjunctions, adverbs that lead into another word ("has never"), auxiliaries, and fillers.
-# Other languages: the turn model and the silence judge.
+# on" ends on "on"), conjunctions (not "though", which ends a sentence: "Nice day, though."), adverbs that lead
+# into another word ("has never"), auxiliaries, and fillers. Other languages: the turn model and the silence judge.
 _OPEN_ENDED = frozenset(
     """a an the my your our their his her its these those some every another
-    to for of at in with from into onto about by than via per towards as
-    and or but because if when while whether
+    to for of at in with from into onto about by than via per towards toward between during without within
+    as and or but because if when while whether although unless until whereas
     very quite rather just never
     is are was were can could would should will shall may might must
     um uh erm hmm er""".split()
