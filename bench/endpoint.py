@@ -61,6 +61,7 @@ import argparse
 import asyncio
 import json
 import shlex
+import statistics
 import subprocess
 import sys
 import time
@@ -531,7 +532,7 @@ async def start_servers(
             await names_read(server)
         ports[name] = port
         run[f"{name}_argv"] = argv
-        if "--http-port" in argv:  # ours: what ended each turn is counted there (`turn_reason`)
+        if "--http-port" in argv:  # ours: what ended each turn is counted there (`counted`)
             run["metrics"][name] = f"http://{HOST}:{argv[argv.index('--http-port') + 1]}/metrics"
         run["requires_external_vad"][name] = await external_vad(port)
 
@@ -586,6 +587,7 @@ class Turn:
     latency_s: float | None = None  # last speech sample -> transcript; None for a cut or no transcript
     cut: bool = False  # ended before the last speech sample was sent
     ended_by: str | None = None  # ours, alone: what ended the turn, by the server's count (`turn_reason`)
+    whisper_s: dict[str, float] | None = None  # ours, alone: Whisper's seconds meanwhile, by stage (`whisper_spent`)
 
 
 async def stream_turn(
@@ -658,31 +660,49 @@ class Bench:
         return await stream_turn(system, port, clip, audio, stop, phase, self.timeout)
 
     async def alone(self, system: System, clip: Clip) -> Turn:
-        """`turn` with no other at once: for ours, with what ended it."""
+        """`turn` with no other at once: for ours, with what ended it and where Whisper's time went."""
         url = self.metrics.get(system.server)
-        before = await turns_ended(url) if url else Counter()
+        before = await counted(url) if url else None
         turn = await self.turn(system, clip, "alone")
-        if url:
-            turn.ended_by = turn_reason(before, await turns_ended(url))
+        if url and before:
+            after = await counted(url)
+            turn.ended_by, turn.whisper_s = turn_reason(before, after), whisper_spent(before, after)
         return turn
 
 
-async def turns_ended(url: str) -> Counter[str]:
-    """Our server's count of Wyoming turns answered, by what ended them (`wis_turns_total`)."""
+@dataclass
+class Counted:
+    """What our server had counted at one moment (its /metrics)."""
+
+    turns: Counter[str]  # Wyoming turns answered, by what ended them (`wis_turns_total`)
+    whisper_s: dict[str, float]  # Whisper's seconds, by stage of its calls (`wis_asr_decode_seconds_total`)
+
+
+async def counted(url: str) -> Counted:
     async with httpx.AsyncClient(timeout=30) as http:
         text = (await http.get(url)).raise_for_status().text
-    counts: Counter[str] = Counter()
+    turns: Counter[str] = Counter()
+    whisper_s: dict[str, float] = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             if sample.name == "wis_turns_total" and sample.labels.get("frontend") == "wyoming":
-                counts[sample.labels["ended"]] += int(sample.value)
-    return counts
+                turns[sample.labels["ended"]] += int(sample.value)
+            elif sample.name == "wis_asr_decode_seconds_total":
+                stage = sample.labels["stage"]
+                whisper_s[stage] = whisper_s.get(stage, 0.0) + sample.value
+    return Counted(turns, whisper_s)
 
 
-def turn_reason(before: Counter[str], after: Counter[str]) -> str | None:
+def turn_reason(before: Counted, after: Counted) -> str | None:
     """What ended the one turn answered between two counts (None: none was, or more than one)."""
-    grown = after - before
+    grown = after.turns - before.turns
     return next(iter(grown)) if sum(grown.values()) == 1 else None
+
+
+def whisper_spent(before: Counted, after: Counted) -> dict[str, float]:
+    """Whisper's seconds between two counts, by stage: a turn alone's decodes (every judgement, and the final)."""
+    spent = {stage: seconds - before.whisper_s.get(stage, 0.0) for stage, seconds in after.whisper_s.items()}
+    return {stage: round(seconds, 4) for stage, seconds in spent.items() if seconds > 0}
 
 
 async def warm_up(bench: Bench, systems: Sequence[System], clip: Clip) -> None:
@@ -768,6 +788,22 @@ def ended_by(alone: Sequence[Turn]) -> dict[str, dict[str, dict[str, int]]]:
         if turn.ended_by is not None:
             counts.setdefault(turn.system, {}).setdefault(turn.kind, Counter())[turn.ended_by] += 1
     return {system: {kind: dict(count) for kind, count in kinds.items()} for system, kinds in counts.items()}
+
+
+def whisper_time(alone: Sequence[Turn]) -> dict[str, dict[str, dict[str, float]]]:
+    """Per system of ours and kind of clip, the median of each turn's Whisper seconds by stage, and in all."""
+    spent: dict[str, dict[str, list[dict[str, float]]]] = {}
+    for turn in alone:
+        if turn.whisper_s is not None:
+            spent.setdefault(turn.system, {}).setdefault(turn.kind, []).append(turn.whisper_s)
+    medians: dict[str, dict[str, dict[str, float]]] = {}
+    for system, kinds in spent.items():
+        for kind, turns in kinds.items():
+            stages = sorted({stage for turn in turns for stage in turn})
+            row = {stage: statistics.median(turn.get(stage, 0.0) for turn in turns) for stage in stages}
+            row["all"] = statistics.median(sum(turn.values()) for turn in turns)
+            medians.setdefault(system, {})[kind] = {stage: round(seconds, 3) for stage, seconds in row.items()}
+    return medians
 
 
 def growth(alone: Sequence[Turn], together: Sequence[Turn]) -> list[dict]:
@@ -870,6 +906,13 @@ def print_report(document: dict, out: Path) -> None:
         for system, kinds in document["ended_by"].items():
             for kind, count in kinds.items():
                 print(f"- {system}, {kind}: " + ", ".join(f"{reason} {n}" for reason, n in sorted(count.items())))
+    if document.get("whisper_time"):
+        print("\nWhisper's time in ours' turns (the server's `wis_asr_decode_seconds_total` meanwhile: every judgement")
+        print("and the final; median seconds per turn, by stage):\n")
+        for system, kinds in document["whisper_time"].items():
+            for kind, stages in kinds.items():
+                spent = ", ".join(f"{stage} {seconds:.3f}" for stage, seconds in stages.items())
+                print(f"- {system}, {kind}: {spent}")
     if document["verdicts"]:
         print("\n## The issue's targets for ours\n")
         print("| system | target | measured | |\n|---|---|--:|---|")
@@ -982,6 +1025,7 @@ async def run(args: argparse.Namespace, stack: ExitStack) -> dict:
         "verdicts": verdicts(summary),
         "growth": growth(alone, together),
         "ended_by": ended_by(alone),
+        "whisper_time": whisper_time(alone),
         "background_cpu_share": load.share(servers),
         "turns": [asdict(turn) for turn in [*alone, *together]],
     }

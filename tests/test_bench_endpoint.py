@@ -215,11 +215,15 @@ def test_growth_is_against_the_same_clip_alone() -> None:
 
 def test_what_ended_each_turn_of_ours_is_the_one_reason_the_server_counted_meanwhile() -> None:
     """The server's `wis_turns_total` read before and after a turn alone: the reason that grew by one ended it."""
-    before = Counter({"command": 2, "silence": 1})
-    assert endpoint.turn_reason(before, Counter({"command": 3, "silence": 1})) == "command"
-    assert endpoint.turn_reason(before, Counter({"command": 2, "silence": 1, "commit": 1})) == "commit"
+
+    def turns(**counts: int) -> endpoint.Counted:
+        return endpoint.Counted(Counter(counts), {})
+
+    before = turns(command=2, silence=1)
+    assert endpoint.turn_reason(before, turns(command=3, silence=1)) == "command"
+    assert endpoint.turn_reason(before, turns(command=2, silence=1, commit=1)) == "commit"
     assert endpoint.turn_reason(before, before) is None  # none answered (an error before its end)
-    assert endpoint.turn_reason(before, Counter({"command": 3, "silence": 2})) is None  # two: not this one's alone
+    assert endpoint.turn_reason(before, turns(command=3, silence=2)) is None  # two: not this one's alone
     turns = [
         Turn("ours (default)", "a", "plain", "alone", "", "", ended_by="command"),
         Turn("ours (default)", "b", "plain", "alone", "", "", ended_by="command"),
@@ -227,6 +231,23 @@ def test_what_ended_each_turn_of_ours_is_the_one_reason_the_server_counted_meanw
         Turn("HA default path + peer", "a", "plain", "alone", "", ""),  # not ours: no count
     ]
     assert endpoint.ended_by(turns) == {"ours (default)": {"plain": {"command": 2}, "long": {"complete": 1}}}
+
+
+def test_whisper_time_in_a_turn_of_ours_is_what_the_server_counted_meanwhile_by_stage() -> None:
+    """`wis_asr_decode_seconds_total` read before and after a turn alone: each stage's growth; the medians per kind
+    count a stage a turn did not use as 0 s."""
+    before = endpoint.Counted(Counter(), {"encode": 1.0, "search": 2.0, "words": 0.5})
+    after = endpoint.Counted(Counter(), {"encode": 1.1, "search": 2.25, "words": 0.5, "language": 0.03})
+    assert endpoint.whisper_spent(before, after) == pytest.approx({"encode": 0.1, "search": 0.25, "language": 0.03})
+    turns = [
+        Turn("ours (default)", "a", "plain", "alone", "", "", whisper_s={"encode": 0.1, "search": 0.2}),
+        Turn("ours (default)", "b", "plain", "alone", "", "", whisper_s={"encode": 0.3, "search": 0.4, "words": 0.1}),
+        Turn("ours (default)", "c", "plain", "alone", "", "", whisper_s={"encode": 0.2, "search": 0.3}),
+        Turn("HA default path + peer", "a", "plain", "alone", "", ""),  # not ours: no count
+    ]
+    assert endpoint.whisper_time(turns) == {
+        "ours (default)": {"plain": {"encode": 0.2, "search": 0.3, "words": 0.0, "all": 0.5}}
+    }
 
 
 def test_quick_picks_each_kind_across_its_clips() -> None:

@@ -198,6 +198,16 @@ def test_queue_wait_and_inference_per_engine(done: Done) -> None:
     assert done.delta("wis_inference_seconds_count", engine="whisper", model="tiny.en") == 0
 
 
+def test_where_whisper_calls_spend_their_time(done: Done) -> None:
+    """Each stage of a Whisper call counts its seconds: parts of the calls' own run time, by model."""
+    stages = ("encode", "language", "search", "words", "logprobs", "fallback")
+    spent = {stage: done.delta("wis_asr_decode_seconds_total", model="base", stage=stage) for stage in stages}
+    assert spent["encode"] > 0 and spent["search"] > 0, spent
+    assert spent["logprobs"] == 0, spent  # no request asked for them
+    assert sum(spent.values()) <= done.delta("wis_inference_seconds_sum", engine="whisper", model="base"), spent
+    assert all(done.delta("wis_asr_decode_seconds_total", model="tiny.en", stage=stage) == 0 for stage in stages)
+
+
 def test_model_load_state(done: Done) -> None:
     assert value(done.after, "wis_model_loaded", kind="asr", model="base") == 1
     assert value(done.after, "wis_model_loaded", kind="asr", model="tiny.en") == 1

@@ -133,6 +133,14 @@ ASR_SECONDS = Counter(
     ["frontend", "model"],
     registry=REGISTRY,
 )
+DECODE_STAGES = Counter(
+    "wis_asr_decode_seconds_total",
+    "Time Whisper's calls spent in each stage of decoding, by model and stage: encode (the audio's window), "
+    "language (detecting it), search (the beam search for the text), words (timing the words), logprobs (scoring "
+    "the tokens), fallback (faster-whisper's own pass with its 30 s window and temperature fallback, all of it)",
+    ["model", "stage"],
+    registry=REGISTRY,
+)
 TTS_SECONDS = Counter(
     "wis_tts_audio_seconds_total",
     "Seconds of speech sent to clients",
@@ -255,6 +263,11 @@ def transcribed(
     elif audio_ended is not None:
         AFTER_SPEECH.labels(frontend, turn_ended).observe(time.perf_counter() - audio_ended)
     ASR_SECONDS.labels(frontend, model).inc(audio_seconds)
+
+
+def decoded(model: str, stage: str, seconds: float) -> None:
+    """A stage of a Whisper call took `seconds` (from its worker thread; `DECODE_STAGES`)."""
+    DECODE_STAGES.labels(model, stage).inc(seconds)
 
 
 def turn_answered(frontend: str, ended: str, err: BaseException | None = None) -> None:

@@ -28,12 +28,14 @@ tokens' log-probabilities, where a request asks for them (`TokenLogprob`).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import math
 import re
+import time
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
@@ -42,6 +44,7 @@ from faster_whisper import WhisperModel
 from faster_whisper.tokenizer import Tokenizer
 from faster_whisper.transcribe import merge_punctuations
 
+from .. import metrics
 from ..audio import WHISPER_RATE
 
 _LOGGER = logging.getLogger(__name__)
@@ -250,8 +253,10 @@ def window_seconds(seconds: float) -> int:
 class Decoder:
     """Batches of jobs in, texts out; blocking, for a worker thread."""
 
-    def __init__(self, whisper: WhisperModel, beam_size: int) -> None:
+    def __init__(self, whisper: WhisperModel, beam_size: int, name: str) -> None:
+        """`name`: the model's, for the metrics of where its calls' time goes."""
         self.whisper = whisper
+        self.name = name
         self.beam_size = beam_size
         self.multilingual: bool = whisper.model.is_multilingual
         self._tokenizers: dict[tuple[str, str], Tokenizer] = {}
@@ -313,14 +318,15 @@ class Decoder:
         ]
         prompts = [self._prompt(job, tokenizer) for job, tokenizer in zip(jobs, tokenizers, strict=True)]
         limits = [_max_new_tokens(job) for job in jobs]
-        results = self.whisper.model.generate(
-            encoded,
-            prompts,
-            beam_size=jobs[0].beam(self._beam_size(jobs[0].options)),
-            max_length=max(len(prompt) + limit for prompt, limit in zip(prompts, limits, strict=True)),
-            return_scores=True,
-            return_no_speech_prob=True,
-        )
+        with self._stage("search"):
+            results = self.whisper.model.generate(
+                encoded,
+                prompts,
+                beam_size=jobs[0].beam(self._beam_size(jobs[0].options)),
+                max_length=max(len(prompt) + limit for prompt, limit in zip(prompts, limits, strict=True)),
+                return_scores=True,
+                return_no_speech_prob=True,
+            )
         decoded = []
         rows = zip(jobs, languages, sure, tokenizers, results, limits, strict=True)
         for job, language, probability, tokenizer, result, limit in rows:
@@ -339,10 +345,21 @@ class Decoder:
                 scores = {"tokens": tuple(tokens), "avg_logprob": logprob, "no_speech_prob": no_speech}
                 decoded.append(Decoded(text, language, **scores, language_probability=probability))
         if any(job.align for job in jobs):
-            decoded = self._time_words(jobs, encoded, tokenizers, decoded)
+            with self._stage("words"):
+                decoded = self._time_words(jobs, encoded, tokenizers, decoded)
         if any(job.options.logprobs for job in jobs):
-            decoded = self._score_tokens(jobs, encoded, prompts, decoded)
+            with self._stage("logprobs"):
+                decoded = self._score_tokens(jobs, encoded, prompts, decoded)
         return decoded
+
+    @contextlib.contextmanager
+    def _stage(self, stage: str) -> Iterator[None]:
+        """Count the time the block takes as `stage` (`metrics.DECODE_STAGES`)."""
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            metrics.decoded(self.name, stage, time.perf_counter() - started)
 
     def _score_tokens(
         self, jobs: list[Job], encoded: object, prompts: list[list[int]], decoded: list[Decoded]
@@ -438,15 +455,16 @@ class Decoder:
         limit = min(_max_new_tokens(job), FULL_WINDOW_TOKENS)  # a loop ends where speech would
         temperatures = (job.options.temperature,) if job.options.temperature else FALLBACK_TEMPERATURES
         tried = []
-        while temperatures:
-            result = self._standard(job, language, problem, temperatures=temperatures, limit=limit)
-            if not _loops(result.text, sum(len(segment.tokens) for segment in result.segments), limit):
-                return self._scored_segments(job, result) if job.options.logprobs else result
-            tried.append(result)
-            used = max((segment.temperature for segment in result.segments), default=temperatures[0])
-            temperatures = tuple(temperature for temperature in temperatures if temperature > used)
-        result = min(tried, key=lambda result: compression_ratio(result.text))  # the least repetitive
-        return self._scored_segments(job, result) if job.options.logprobs else result
+        with self._stage("fallback"):
+            while temperatures:
+                result = self._standard(job, language, problem, temperatures=temperatures, limit=limit)
+                if not _loops(result.text, sum(len(segment.tokens) for segment in result.segments), limit):
+                    return self._scored_segments(job, result) if job.options.logprobs else result
+                tried.append(result)
+                used = max((segment.temperature for segment in result.segments), default=temperatures[0])
+                temperatures = tuple(temperature for temperature in temperatures if temperature > used)
+            result = min(tried, key=lambda result: compression_ratio(result.text))  # the least repetitive
+            return self._scored_segments(job, result) if job.options.logprobs else result
 
     def _standard(
         self, job: Job, language: str | None, problem: str, *, temperatures: tuple[float, ...], limit: int
@@ -488,7 +506,8 @@ class Decoder:
         last = self._last_encoded  # (one read: another worker may replace it meanwhile)
         if key is not None and last is not None and last[0] == key:
             return last[1]
-        encoded = self.whisper.encode(np.stack([self._features(job.audio, window) for job in jobs]))
+        with self._stage("encode"):
+            encoded = self.whisper.encode(np.stack([self._features(job.audio, window) for job in jobs]))
         if key is not None:
             self._last_encoded = (key, encoded)
         return encoded
@@ -507,17 +526,18 @@ class Decoder:
             return ["en"] * len(jobs), [1.0] * len(jobs)
         if all(job.options.language for job in jobs):
             return [job.options.language for job in jobs], [1.0] * len(jobs)  # type: ignore[misc]
-        detected = [found[0] for found in self.whisper.model.detect_language(encoded)]
-        unsure = [  # a language the request gives needs no second look
-            index
-            for index, (_, probability) in enumerate(detected)
-            if probability < SURE_LANGUAGE and not jobs[index].options.language
-        ]
-        if unsure and max(job.window for job in jobs) < FULL_WINDOW:
-            window = FULL_WINDOW * WHISPER_RATE
-            full = self.whisper.encode(np.stack([self._features(jobs[index].audio, window) for index in unsure]))
-            for index, found in zip(unsure, self.whisper.model.detect_language(full), strict=True):
-                detected[index] = found[0]
+        with self._stage("language"):
+            detected = [found[0] for found in self.whisper.model.detect_language(encoded)]
+            unsure = [  # a language the request gives needs no second look
+                index
+                for index, (_, probability) in enumerate(detected)
+                if probability < SURE_LANGUAGE and not jobs[index].options.language
+            ]
+            if unsure and max(job.window for job in jobs) < FULL_WINDOW:
+                window = FULL_WINDOW * WHISPER_RATE
+                full = self.whisper.encode(np.stack([self._features(jobs[index].audio, window) for index in unsure]))
+                for index, found in zip(unsure, self.whisper.model.detect_language(full), strict=True):
+                    detected[index] = found[0]
         rows = list(zip(jobs, detected, strict=True))
         languages = [job.options.language or token[2:-2] for job, (token, _) in rows]
         return languages, [1.0 if job.options.language else probability for job, (_, probability) in rows]

@@ -119,7 +119,7 @@ class WhisperEngine:
             cpu_threads=runtime.cpu_threads,
             num_workers=placement.workers,
         )
-        self.decoder = Decoder(self.model, beam_size)
+        self.decoder = Decoder(self.model, beam_size, found.name)
         self.multilingual = self.decoder.multilingual
         self.languages = _languages(self.model)
         self.default_language: str | None = None
