@@ -16,10 +16,12 @@ import pytest
 from helpers import corpus, load_audio
 
 from wyoming_wis.asr import assemble
+from wyoming_wis.asr import engine as engine_module
 from wyoming_wis.asr.batcher import Batcher
 from wyoming_wis.asr.decoder import Decoded, Job, Options, TokenLogprob, Word
+from wyoming_wis.asr.engine import WhisperEngine
 from wyoming_wis.audio import SAMPLE_WIDTHS, WHISPER_RATE, AudioFormat, PcmConverter, mono_resampler, pcm_frame
-from wyoming_wis.catalog import Catalog
+from wyoming_wis.catalog import Catalog, Found
 from wyoming_wis.config import Settings
 from wyoming_wis.errors import BadRequest, Busy, CannotStore, UnknownSpeaker, UnsupportedAudioFormat
 from wyoming_wis.files import atomic_write
@@ -175,6 +177,29 @@ def test_home_assistants_jobs_go_first_and_never_share_a_call_with_a_strangers()
     assert not any(slot.decoded.done() for slot in strangers)
     batcher.process(strangers[:1])
     assert sizes == [1, 3]  # strangers' jobs still share one call
+
+
+@pytest.mark.parametrize(("threads", "workers", "each"), [(2, 2, 1), (8, 2, 4), (4, 3, 1), (1, 2, 1)])
+def test_a_models_threads_are_shared_among_its_workers(
+    monkeypatch: pytest.MonkeyPatch, threads: int, workers: int, each: int
+) -> None:
+    """Whisper's CTranslate2 replicas (one per worker) get `--cpu-threads` between them, at least one each: calls
+    side by side never run more threads than the model has."""
+
+    class Loaded(Exception):
+        pass
+
+    def whisper_model(path: str, **kwargs: object) -> None:
+        raise Loaded(kwargs)
+
+    monkeypatch.setattr(engine_module, "WhisperModel", whisper_model)
+    placement = Placement(Runtime("cpu", 0, "int8", threads), workers=workers, queue_size=4)
+    assert placement.worker_threads == each
+    found = Found("base", Path("/nowhere"), "a test")
+    with pytest.raises(Loaded) as loaded:
+        WhisperEngine(found, placement, beam_size=5, max_batch=8, default_language=None)
+    kwargs = loaded.value.args[0]
+    assert (kwargs["cpu_threads"], kwargs["num_workers"]) == (each, workers)
 
 
 def test_multi_speaker_voice_lists_and_resolves_speakers(tmp_path: Path) -> None:

@@ -227,7 +227,7 @@ class AsrSettings:
         metavar="SECONDS",
     )
     asr_workers: int = setting(
-        "Transcriptions that run at the same time per Whisper model.",
+        "Transcriptions that run at the same time per Whisper model; each gets `--cpu-threads` / N threads.",
         default=2,
         type=_positive_int,
         metavar="N",
@@ -480,7 +480,7 @@ class CoreSettings:
         metavar="TYPE",
     )
     cpu_threads: int = setting(
-        "Threads each model uses on the CPU; 0 means one per core.",
+        "Threads each model uses on the CPU, shared among its workers; 0 means one per core.",
         default=0,
         type=_non_negative_int,
         metavar="N",

@@ -116,7 +116,7 @@ class WhisperEngine:
             device=runtime.device,
             device_index=runtime.device_index,
             compute_type=runtime.compute_type,
-            cpu_threads=runtime.cpu_threads,
+            cpu_threads=placement.worker_threads,  # each of its CTranslate2 replicas, one per worker
             num_workers=placement.workers,
         )
         self.decoder = Decoder(self.model, beam_size, found.name)

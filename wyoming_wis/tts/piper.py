@@ -267,7 +267,7 @@ class _Part:
 
 def _opener(placement: Placement, name: str) -> Callable[[str], _Part]:
     threads = placement.runtime.cpu_threads
-    alone, shared = (_session_options(count) for count in (threads, threads // placement.workers))
+    alone, shared = (_session_options(count) for count in (threads, placement.worker_threads))
     providers = _providers(placement.runtime, name)
 
     def open_part(path: str) -> _Part:
