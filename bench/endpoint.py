@@ -662,11 +662,12 @@ class Bench:
     async def alone(self, system: System, clip: Clip) -> Turn:
         """`turn` with no other at once: for ours, with what ended it and where Whisper's time went."""
         url = self.metrics.get(system.server)
-        before = await counted(url) if url else None
+        if url is None:
+            return await self.turn(system, clip, "alone")
+        before = await counted(url)
         turn = await self.turn(system, clip, "alone")
-        if url and before:
-            after = await counted(url)
-            turn.ended_by, turn.whisper_s = turn_reason(before, after), whisper_spent(before, after)
+        after = await counted(url)
+        turn.ended_by, turn.whisper_s = turn_reason(before, after), whisper_spent(before, after)
         return turn
 
 

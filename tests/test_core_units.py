@@ -19,7 +19,6 @@ from wyoming_wis.asr import assemble
 from wyoming_wis.asr import engine as engine_module
 from wyoming_wis.asr.batcher import Batcher
 from wyoming_wis.asr.decoder import Decoded, Job, Options, TokenLogprob, Word
-from wyoming_wis.asr.engine import WhisperEngine
 from wyoming_wis.audio import SAMPLE_WIDTHS, WHISPER_RATE, AudioFormat, PcmConverter, mono_resampler, pcm_frame
 from wyoming_wis.catalog import Catalog, Found
 from wyoming_wis.config import Settings
@@ -197,7 +196,7 @@ def test_a_models_threads_are_shared_among_its_workers(
     assert placement.worker_threads == each
     found = Found("base", Path("/nowhere"), "a test")
     with pytest.raises(Loaded) as loaded:
-        WhisperEngine(found, placement, beam_size=5, max_batch=8, default_language=None)
+        engine_module.WhisperEngine(found, placement, beam_size=5, max_batch=8, default_language=None)
     kwargs = loaded.value.args[0]
     assert (kwargs["cpu_threads"], kwargs["num_workers"]) == (each, workers)
 
