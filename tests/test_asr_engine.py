@@ -19,7 +19,7 @@ from wyoming_wis.asr import decoder as decoder_module
 from wyoming_wis.asr import session as session_module
 from wyoming_wis.asr.assemble import Transcript
 from wyoming_wis.asr.decoder import Job, Options
-from wyoming_wis.asr.engine import SCORE_STEP
+from wyoming_wis.asr.engine import SCORE_STEP, names_heard
 from wyoming_wis.asr.session import AsrSession, _StableText
 from wyoming_wis.asr.turn import PATIENCE, TurnEnd, TurnLimits
 from wyoming_wis.asr.vad import LEAD, PAD, PAUSE, SpeechDetector
@@ -495,6 +495,31 @@ async def test_the_turn_model_is_asked_only_where_the_sentences_say_nothing(
         assert end.reason == "complete" and heard
 
 
+async def test_a_judgement_whose_pause_is_over_is_dropped_and_the_next_pause_judged_at_once(
+    engine: WhisperEngine,
+) -> None:
+    """The speaker goes on before a pause's judgement lands (here it lands after the silence would have ended the
+    turn) and pauses again: the new pause is judged at once, not after the old judgement, and its whole command
+    ends the turn."""
+    judged: list[str] = []
+
+    async def commands(text: str, language: str | None) -> bool | None:
+        judged.append(text)
+        if len(judged) == 1:
+            await asyncio.sleep(3)  # the first pause's judgement lands late
+        return True
+
+    async def turn_model(audio: np.ndarray) -> float:
+        return 0.99
+
+    first, second = samples(CORPUS / "LJ001-0008.flac"), samples(CORPUS / "LJ001-0002.flac")
+    pcm = (np.concatenate([silence(0.3), first, silence(0.3), second, silence(2)]) * 32767).astype("<i2").tobytes()
+    end, transcript = await live_turn(engine, pcm, turn_model, commands=commands)
+    assert len(judged) >= 2 and normalise(judged[0]) == "has never been surpassed", judged
+    assert end.reason == "command", (end, judged)  # (before: the first judgement held the turn to the silence)
+    assert normalise(transcript.text) == "has never been surpassed in being comparatively modern"
+
+
 async def test_the_most_speech_a_turn_may_hold_ends_it_while_a_pause_is_judged(engine: WhisperEngine) -> None:
     """A reading that goes on past the limit, its first pause judged by a turn model that takes 4 s: the limit ends
     the turn as the audio reaches it, not once the judgement in flight has come back (seconds later)."""
@@ -658,6 +683,18 @@ async def test_household_names_make_a_name_right_and_leave_other_speech_alone(en
         plain = (await engine.transcribe(audio, engine.options(AsrRequest(language="en")))).text
         named = (await engine.transcribe(audio, engine.options(AsrRequest(language="en"), fifty))).text
         assert wer([reference], [named]) <= wer([reference], [plain]), (path.name, plain, named)
+
+
+def test_a_names_own_word_is_one_the_tokenizer_splits_and_a_plural_of_a_common_word_is_common(
+    engine: WhisperEngine,
+) -> None:
+    """`rare` by Whisper's own tokenizer (casefolded words, as `names_heard` asks): a plural whose singular is one
+    token is a common word, so a command that says it beside a name is kept as the names decoded it."""
+    rare = engine.decoder.rare
+    assert [word for word in ("nuukfjord", "hyttloft", "thermostat", "chandelier") if not rare(word)] == []
+    common = ("kitchen", "lights", "blinds", "shutters", "radiators", "heaters", "sockets", "spotlights")
+    assert [word for word in common if rare(word)] == []
+    assert names_heard("Close the blinds in the office.", ("Office", "Office Blinds"), rare)
 
 
 async def test_speech_that_names_none_of_the_names_is_encoded_once_for_both_decodes(
