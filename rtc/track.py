@@ -59,7 +59,7 @@ class Listener:
             await self._feed(flush=True)
 
     def close(self) -> None:
-        """Free the resampler now: under PyAV before 19 its filter graph holds a thread per CPU (`mono_resampler`),
+        """Free the resampler now: under PyAV before 18.1.1 its filter graph holds a thread per CPU (`mono_resampler`),
         and an utterance is only collected with its session (they refer to each other) when the garbage collector
         comes round."""
         self.stopped = True

@@ -352,19 +352,22 @@ class _Heard:
         self.samples.append(samples)
 
 
-def _thread_ids() -> set[str]:
-    return {task.name for task in Path("/proc/self/task").iterdir()}
+def _native_thread_ids() -> set[int]:
+    """The process's threads that Python did not start: FFmpeg's among them. Python's own come and go with other
+    tests (an executor's worker started meanwhile stays) and are left out."""
+    python = {thread.native_id for thread in threading.enumerate()}
+    return {int(task.name) for task in Path("/proc/self/task").iterdir()} - python
 
 
 async def test_an_ended_utterance_gives_back_its_resampler_threads() -> None:
-    """FFmpeg's resampler runs threads (a thread per CPU) unless told not to, which PyAV before 19 cannot be; an
+    """FFmpeg's resampler runs threads (a thread per CPU) unless told not to, which PyAV before 18.1.1 cannot be; an
     utterance must not keep them until the garbage collector runs.
 
     The soak benchmark found them piling up, two per utterance, to 105 threads for two browsers.
     """
     with ThreadPoolExecutor(1) as executor:
         executor.submit(int).result()  # its one thread exists before counting
-        before = _thread_ids()
+        before = _native_thread_ids()
         heard = _Heard()
         listener = Listener(heard, executor)  # type: ignore[arg-type]
         for index in range(5):
@@ -373,12 +376,12 @@ async def test_an_ended_utterance_gives_back_its_resampler_threads() -> None:
             listener.add(frame)
         await listener.drain()
         assert sum(len(piece) for piece in heard.samples) > 1000  # resampled to 16 kHz mono
-        graph = _thread_ids() - before  # the filter graph's threads, if any (other tests' threads may come and go)
+        graph = _native_thread_ids() - before  # the filter graph's threads, if any
         listener.close()
         deadline = time.monotonic() + 5
-        while graph & _thread_ids() and time.monotonic() < deadline:
+        while graph & _native_thread_ids() and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
-        assert not graph & _thread_ids()
+        assert not graph & _native_thread_ids()
 
 
 # -- hands-free -----------------------------------------------------------------------

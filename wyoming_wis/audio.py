@@ -72,17 +72,17 @@ class AudioFormat:
         return self
 
 
-# PyAV 19 (on Python 3.12 and newer) can tell a resampler's FFmpeg filter graph to start no threads of its own; decided
-# once here, not tried at each resampler
-_ONE_THREAD = {"threads": 1} if int(av.__version__.split(".")[0]) >= 19 else {}
+# PyAV 18.1.1 and 19 can tell a resampler's FFmpeg filter graph to start no threads of its own (18.1.0 cannot: it
+# has no `threads`); decided once here, by what the class has, not tried at each resampler
+_ONE_THREAD = {"threads": 1} if hasattr(av.AudioResampler, "threads") else {}
 
 
 def mono_resampler(sample_format: str, rate: int, frame_size: int | None = None) -> av.AudioResampler:
     """A resampler to mono whose FFmpeg filter graph starts no threads of its own.
 
-    Left alone, the graph starts a thread per CPU, and from PyAV 19 on the graph and its filters refer to each
-    other, so a resampler nobody uses keeps those threads until the garbage collector comes round. PyAV 17 and 18
-    cannot be told, but free the graph as soon as the resampler is dropped.
+    Left alone, the graph starts a thread per CPU, and from PyAV 18.1.1 on the graph and its filters refer to each
+    other, so a resampler nobody uses keeps those threads until the garbage collector comes round. PyAV 17 to
+    18.1.0 cannot be told, but free the graph as soon as the resampler is dropped.
     """
     return av.AudioResampler(format=sample_format, layout="mono", rate=rate, frame_size=frame_size, **_ONE_THREAD)
 
