@@ -559,7 +559,17 @@ async def run(args: argparse.Namespace, stack: ExitStack) -> dict:
     http_port = int(argv[argv.index("--http-port") + 1])
     versions["openai"] = dist_version("openai")  # the SDK the Realtime systems connect with
     log = ServerLog(servers[0])
-    bench = RealtimeBench(ports, corpus_folder(), TAIL_SECONDS, {}, args.timeout, http_port, log, args.append_ms / 1000)
+    bench = RealtimeBench(
+        ports,
+        corpus_folder(),
+        TAIL_SECONDS,
+        {},
+        args.timeout,
+        versions["metrics"],
+        http_port=http_port,
+        server_log=log,
+        append_s=args.append_ms / 1000,
+    )
     await warm_up(bench, [WYOMING], clips[0])
     for system in systems:  # the first Realtime session (the SDK's imports, the route) kept out of the numbers
         if system.detection is not None:
