@@ -87,7 +87,7 @@ def test_cutting_releases_writes_every_place_and_dates_the_changelog(copy: Path)
     log = version.changelog(copy)
     log.section(version.UNRELEASED).body = ""  # the repository's own unreleased entries are not this test's
     (copy / "CHANGELOG.md").write_text(log.render())
-    if version.changelog(copy).section(current).date == version.UNRELEASED:  # before the first release
+    if log.section(current).date == version.UNRELEASED:  # before the first release
         assert version.problems(copy, tag=f"v{current}") == [
             f"CHANGELOG.md's section for {current} is not dated: run scripts/version.py {current}"
         ]
