@@ -72,8 +72,8 @@ class AudioFormat:
         return self
 
 
-# PyAV 18.1.1 and 19 can tell a resampler's FFmpeg filter graph to start no threads of its own (18.1.0 cannot: it
-# has no `threads`); decided once here, by what the class has, not tried at each resampler
+# Whether this PyAV can tell a resampler's filter graph how many threads to start (`mono_resampler`): decided once
+# here, by what the class has (a version number said it wrongly for 18.1.1), not tried at each resampler
 _ONE_THREAD = {"threads": 1} if hasattr(av.AudioResampler, "threads") else {}
 
 
