@@ -44,7 +44,8 @@ async def model(request: web.Request) -> web.Response:
 
 @routes.get("/v1/audio/voices")
 async def voices(request: web.Request) -> web.Response:
-    """Every voice with its languages and speakers, and the voice each OpenAI name means."""
+    """Every voice with its languages and speakers, here (`installed`) or the hub's (fetched on first use with
+    --allow-download; `downloads` says whether it is on), and the voice each OpenAI name means."""
     core = core_of(request)
     await core.refresh_voices()
     served = core.served()
@@ -58,9 +59,11 @@ async def voices(request: web.Request) -> web.Response:
                     "speakers": list(voice.speakers),
                     "description": voice.description,
                     "engine": voice.engine,
+                    "installed": voice.installed,
                 }
-                for voice in served.voices
+                for voice in (*served.voices, *served.available_voices)
             ],
             "openai": dict(served.openai_voices),
+            "downloads": served.downloads,
         }
     )

@@ -137,7 +137,12 @@ ERROR_RESPONSES: dict[int, tuple[str, str, dict[str, Any]]] = {
         "posting (--cors-origin); for /audio/willow.wav, a server that keeps no recording (it has no credentials)",
         {},
     ),
-    404: ("NotFound", "Unknown model, voice, speaker or path", {}),
+    404: (
+        "NotFound",
+        "Unknown model, voice, speaker or path; or a voice the Hugging Face Hub has, with downloads off (the message "
+        "says how to allow them)",
+        {},
+    ),
     413: (
         "PayloadTooLarge",
         "The body is over its route's limit, which the message states: --max-upload-mb for an upload; less for "
@@ -146,6 +151,11 @@ ERROR_RESPONSES: dict[int, tuple[str, str, dict[str, Any]]] = {
     ),
     415: ("UnsupportedMediaType", "The audio cannot be decoded, or the body is not multipart/form-data", {}),
     429: ("TooManyRequests", "The model's queue is full; try again after Retry-After", RETRY_AFTER),
+    502: (
+        "BadGateway",
+        "A voice's first use fetched it from the Hugging Face Hub, and that failed; the message says why",
+        {},
+    ),
     503: ("Loading", "The models are still loading; try again after Retry-After", RETRY_AFTER),
 }
 
@@ -458,6 +468,10 @@ SCHEMAS: dict[str, Any] = {
                         "speakers": {"type": "array", "items": STRING},
                         "description": NULLABLE_STRING,
                         "engine": STRING,
+                        "installed": {
+                            "type": "boolean",
+                            "description": "false: a voice the Hugging Face Hub has, fetched on its first use",
+                        },
                     },
                 },
             },
@@ -465,6 +479,10 @@ SCHEMAS: dict[str, Any] = {
                 "type": "object",
                 "additionalProperties": STRING,
                 "description": "The voice each OpenAI voice name means",
+            },
+            "downloads": {
+                "type": "boolean",
+                "description": "Whether a voice not installed is fetched on its first use (--allow-download)",
             },
         },
     },
@@ -599,7 +617,7 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
                     "text/event-stream": {"schema": STRING},
                 },
             },
-            **_errors(400, 404, 413, 415, 429, 503),
+            **_errors(400, 404, 413, 415, 429, 502, 503),
         },
     },
     ("get", "/v1/models"): {
@@ -723,7 +741,7 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
                 "headers": X_CACHE,
                 "content": {"audio/wav": {"schema": BINARY}},
             },
-            **_errors(400, 429, 503),
+            **_errors(400, 404, 429, 502, 503),
         },
     },
     ("post", "/api/willow"): {

@@ -13,6 +13,8 @@ _STATUS = {
     "bad-request": 400,
     "unknown-model": 404,
     "unknown-voice": 404,
+    "not-installed": 404,
+    "download-failed": 502,  # Bad Gateway: the hub, upstream of us, failed
     "unknown-speaker": 404,
     "unknown-wake-word": 404,
     "unsupported-language": 400,
@@ -28,6 +30,7 @@ _STATUS = {
 _PARAM = {
     "unknown-model": "model",
     "unknown-voice": "voice",
+    "not-installed": "voice",
     "unknown-speaker": "speaker",
     "unknown-wake-word": "names",
     "unsupported-language": "language",

@@ -315,7 +315,8 @@ def test_default_options_start_the_server_on_the_addon_ports(config: dict, tmp_p
     assert core.data_dir == [Path("/config")]
     assert asr.asr_model == ["base"] and core.tts.voice == ["en_US-joe-medium"]
     assert (asr.language, asr.beam_size, core.device, asr.noise_suppression) == ("auto", 5, "auto", "off")
-    assert http.api_key is None and not core.allow_download and not settings.debug
+    assert http.api_key is None and not settings.debug
+    assert core.allow_download  # as Home Assistant's Piper add-on: any voice picked is fetched on its first use
     assert settings.wyoming.zeroconf is None  # the Supervisor announces it, not mDNS
     assert "WIS_API_KEY" not in env
     # Names from Home Assistant, with no set-up: the Supervisor's websocket proxy and token, not on the command line

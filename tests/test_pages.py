@@ -219,6 +219,9 @@ def test_the_console_shows_models_voices_status_and_metrics(context: Browsing, s
     voices = rows(page, "voices")
     assert "en_US-joe-medium" in voices and voices["en_US-joe-medium"][1] == "piper", voices
     assert "en_US" in voices["en_US-joe-medium"][2]
+    # the Hugging Face Hub's voices are listed too, and not offered to speak with: downloads are off
+    assert voices["de_DE-thorsten-medium"][1] == "piper (not installed: downloads are off)", voices
+    installed = [name for name, row in voices.items() if row[1] == "piper"]
     assert page.locator("#health-state").inner_text() == "Serving."
     numbers = "items => items.map(item => [item.dataset.metric, item.lastChild.textContent])"
     shown = dict(page.eval_on_selector_all("[data-metric]", numbers))
@@ -236,7 +239,7 @@ def test_the_console_shows_models_voices_status_and_metrics(context: Browsing, s
     assert shown["cache-hits"] == (f"{int(cache['hit'])} of {looked} ({percent} %)" if looked else "0"), shown
     assert int(shown["requests"]) > 0 and int(shown["errors"]) < int(shown["requests"])
     assert re.fullmatch(r"[1-9]\d* MB", shown["memory"]), shown
-    assert page.eval_on_selector_all("#speak-voice option", "options => options.map(o => o.value)") == list(voices)
+    assert page.eval_on_selector_all("#speak-voice option", "options => options.map(o => o.value)") == installed
     links = page.eval_on_selector_all("a", "links => links.map(link => link.href)")
     assert {f"{server.http_url}/{path}" for path in ("api/docs", "rtc", "realtime")} <= set(links)
     page.screenshot(path=tmp_path / "console.png", full_page=True)

@@ -16,6 +16,7 @@ from wyoming_wis import metrics
 from wyoming_wis.catalog import TURN_FILE, Catalog
 from wyoming_wis.config import Settings
 from wyoming_wis.core import Core
+from wyoming_wis.requests import SpeechRequest
 from wyoming_wis.served import (
     ASR,
     MICRO_WAKE,
@@ -72,10 +73,12 @@ def test_the_view_lists_every_model_and_voice_with_what_frontends_read(core: Cor
             "budget_used",
             "budget_limit",
             "household_names",
+            "available_voices",
+            "downloads",
         },
         Entry: {
             *("name", "engine", "languages", "loaded", "version", "description", "multilingual", "speakers", "calls"),
-            *("phrase", "streams"),
+            *("phrase", "streams", "installed"),
         },
         Calls: {"engine", "pending", "waiting", "running", "open"},
     }
@@ -109,6 +112,16 @@ def test_the_view_lists_every_model_and_voice_with_what_frontends_read(core: Cor
     assert (spare.kind, spare.engine, spare.state, spare.pending, spare.calls) == (TTS, PIPER, "unloaded", 0, ())
     assert served.of_kind(ASR) == (whisper,) and served.of_kind(TTS) == (piper,)
     assert served.uses(PIPER) and not served.uses(XTTS)
+    available = {voice.name: voice for voice in served.available_voices}  # the hub's, from the shipped list
+    assert VOICE not in available and len(available) > 150 and not served.downloads
+    thorsten = available["de_DE-thorsten-medium"]
+    assert (thorsten.engine, thorsten.languages, thorsten.installed, thorsten.loaded) == (
+        PIPER,
+        ("de_DE",),
+        False,
+        False,
+    )
+    assert all(voice.installed for voice in served.voices) and served.names_voice("de_DE-thorsten-medium")
     assert dict(served.openai_voices)["alloy"] == VOICE and served.partial_results
     assert (served.budget_used, served.budget_limit) == (0, 64 * 2**20)
 
@@ -161,3 +174,41 @@ def test_an_unloaded_whisper_model_is_listed_so(core: Core) -> None:
     assert core.served().models[0].state == "unloaded"
     metrics.watch(core)
     assert gauges()[("wis_model_loaded", frozenset({("kind", ASR), ("model", WHISPER_MODEL)}))] == 0
+
+
+async def test_voices_loaded_on_first_use_are_let_go_past_a_few(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Clients naming one voice after another (every voice of the hub, with downloads on) cannot make the server
+    hold them all: past twice ON_DEMAND_VOICES the one asked for longest ago and idle is closed at once; past
+    ON_DEMAND_VOICES, one not asked for in VOICE_IDLE_SECONDS. A closed voice loads again on its use."""
+    import wyoming_wis.core as core_module
+
+    kept = core_module.ON_DEMAND_VOICES
+    joe = Catalog([tmp_path]).voice(VOICE).path
+    names = [f"en_US-spare{n}-medium" for n in range(2 * kept + 2)]
+    (tmp_path / "voices").mkdir()
+    for name in names:
+        shutil.copy(joe, tmp_path / "voices" / f"{name}.onnx")
+        shutil.copy(f"{joe}.json", tmp_path / "voices" / f"{name}.onnx.json")
+    args = ["--data-dir", str(tmp_path), "--asr-model", WHISPER_MODEL, "--voice", VOICE]
+    core = Core.load(Settings.from_args(args, environ={}).core)
+    try:
+
+        def loaded() -> list[str]:
+            return [model.name for model in core.served().models if model.engine == PIPER]
+
+        async def ask(name: str) -> None:
+            (await core.speech_stream(SpeechRequest(voice_name=name))).close()
+
+        for name in names:  # all within VOICE_IDLE_SECONDS
+            await ask(name)
+        assert loaded() == [VOICE, *names[2:]]  # the --voice voice stays; the first two asked for were closed
+        voices = {voice.name: voice for voice in core.served().voices}
+        assert [voices[name].state for name in names[:2]] == ["unloaded", "unloaded"]
+
+        monkeypatch.setattr(core_module, "VOICE_IDLE_SECONDS", 0.0)  # as if the rest had been unused that long
+        await ask(names[0])  # loads again; only the last few asked for stay
+        assert loaded() == [VOICE, *names[-(kept - 1) :], names[0]]
+    finally:
+        core.close()

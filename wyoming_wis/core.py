@@ -34,6 +34,7 @@ from .config import DEEPFILTERNET, CoreSettings
 from .errors import BadRequest, StartupError, UnknownModel, UnknownVoice, UnknownWakeWord
 from .hass_api import HassNames, read_token
 from .household import Household
+from .hub import KnownVoice
 from .requests import (
     MAX_BEAM_SIZE,
     MAX_SILENCE,
@@ -46,7 +47,7 @@ from .requests import (
     WakeRequest,
 )
 from .runtime import Placement, Runtime
-from .served import Entry, Served
+from .served import PIPER, Entry, Served
 from .tts import Piece, PiperEngine, SpeechCache, SpeechParams, SpeechStream
 from .tts.phrasing import SAYABLE
 from .tts.stream import SpeechEngine
@@ -86,6 +87,9 @@ __all__ = [
 
 _LOGGER = logging.getLogger(__name__)
 CLOSE_SECONDS = 5.0  # how long stopping waits for model calls already running
+ON_DEMAND_VOICES = 4  # Piper voices loaded on first use that are kept loaded (each 60-120 MB for a medium voice)
+VOICE_IDLE_SECONDS = 30.0  # one of them not asked for in this long, and idle, may be closed for another (and,
+# past twice as many, any idle one)
 XTTS_VOICES = Path("voices") / "xtts"  # cloned voices, one folder per XTTS model, in the first data dir
 
 
@@ -115,7 +119,10 @@ class Core:
         self.turn = turn  # Smart Turn, when it is found; without it words and silence decide
         self.default_asr = asr[0]
         self.voices = voices  # every voice a client may ask for, by name
+        self._known: tuple[object, tuple[Entry, ...]] = (None, ())  # the hub's list, and its voices as entries
         self._piper = {engine.found.path: engine for engine in piper}  # loaded Piper models, by file
+        self._configured_piper = frozenset(self._piper)  # the --voice voices: loaded for good
+        self._piper_used: dict[Path, float] = {}  # the Piper models loaded on first use: when each was last asked for
         self.xtts = {engine.name: engine for engine in xtts}  # loaded XTTS models; only ever loaded at start
         self._loading = asyncio.Lock()
         self._housekeeping = ThreadPoolExecutor(1, thread_name_prefix="voices")
@@ -148,6 +155,8 @@ class Core:
                 settings.asr.noise_suppression_limit_db,
             )
         catalog = Catalog(settings.data_dir, settings.allow_download)
+        if settings.allow_download:
+            catalog.hub.fetch_list()  # once per data dir, in the background: the voices the hub has now
         runtime = Runtime.from_settings(settings)
         language = None if settings.asr.language.lower() == "auto" else settings.asr.language
         asr = [
@@ -349,6 +358,8 @@ class Core:
         if request.reference is not None:
             return await self._reference_stream(request, request.reference)
         language, speaker = request.language, request.speaker
+        if request.voice_name:
+            await self._install(request.voice_name)
         chosen = self.voices.get(request.voice_name, language)
         if request.voice_name and self.voices.find(request.voice_name) is None:
             speaker = None  # it was a speaker of the voice that is not here
@@ -361,6 +372,16 @@ class Core:
         # A Piper voice speaks its one language whatever the request says; XTTS speaks the request's.
         spoken = language if chosen.engine == XTTS else None
         return SpeechStream(engine, speaker or chosen.speaker, max_chars, params, cache=cache, language=spoken)
+
+    async def _install(self, name: str) -> None:
+        """A voice the hub has and this machine does not: fetched now, once, while others are served
+        (--allow-download), or NotInstalled. A name the hub does not have is left to `voices.get`."""
+        if self.voices.find(name) is not None:
+            return
+        fetch = self.voices.catalog.fetch_voice(name)
+        if fetch is not None:
+            await asyncio.wrap_future(fetch)
+            await self.refresh_voices(force=True)
 
     async def _reference_stream(self, request: SpeechRequest, reference: bytes) -> SpeechStream:
         if not self.xtts:
@@ -426,6 +447,8 @@ class Core:
         return await self._piper_engine(voice.model)
 
     async def _piper_engine(self, model: Found) -> PiperEngine:
+        """The loaded model of a Piper voice; one not loaded yet is loaded now, and one loaded on first use too many
+        is let go (`_let_go_of_voices`)."""
         engine = self._piper.get(model.path)
         if engine is None:
             async with self._loading:
@@ -433,7 +456,27 @@ class Core:
                 if engine is None:
                     engine = await asyncio.to_thread(_piper, model, self.runtime, self.settings)
                     self._piper[model.path] = engine
+        if model.path not in self._configured_piper:
+            self._piper_used.pop(model.path, None)
+            self._piper_used[model.path] = time.monotonic()  # the newest last
+            self._let_go_of_voices()
         return engine
+
+    def _let_go_of_voices(self) -> None:
+        """Past ON_DEMAND_VOICES voices loaded on first use, close the least recently asked for that runs nothing
+        and was not asked for in VOICE_IDLE_SECONDS (a reply may still be streaming text to it); past twice as many,
+        the least recently asked for that runs nothing now. Clients naming one voice after another (every voice of
+        the hub, with downloads on) cannot make the server hold them all. A closed voice loads again on its use."""
+        now = time.monotonic()
+        for keep, idle in ((ON_DEMAND_VOICES, VOICE_IDLE_SECONDS), (2 * ON_DEMAND_VOICES, 0.0)):
+            for path, used in list(self._piper_used.items())[:-1]:  # the voice just asked for stays
+                if len(self._piper_used) <= keep:
+                    break
+                engine = self._piper[path]
+                if now - used >= idle and engine.scheduler.pending == 0:
+                    del self._piper_used[path], self._piper[path]
+                    engine.close()
+                    _LOGGER.info("Closed Piper voice %s, unused %.0f s, to make room", engine.name, now - used)
 
     # -- the read-only view frontends and /metrics read (served.py) -------------
 
@@ -450,12 +493,22 @@ class Core:
             voices=tuple(
                 _voice_entry(voice, resident.get((voice.engine, voice.model.name))) for voice in self.voices.voices
             ),
+            available_voices=self._available(),
+            downloads=self.voices.catalog.allow_download,
             openai_voices=MappingProxyType(self.voices.openai_names),
             partial_results=self.settings.asr.partial_results,
             budget_used=self.budget.used,
             budget_limit=self.budget.limit,
             household_names=len(self.household.names),
         )
+
+    def _available(self) -> tuple[Entry, ...]:
+        """The voices the hub has that are not here, in its list's order; entries made once per list."""
+        known = self.voices.catalog.hub.voices
+        if self._known[0] is not known:
+            self._known = (known, tuple(_known_entry(voice) for voice in known.values()))
+        here = {voice.name for voice in self.voices.voices}
+        return tuple(entry for entry in self._known[1] if entry.name not in here)
 
     def close(self, timeout: float = CLOSE_SECONDS) -> None:
         """Stop every engine, then wait up to `timeout` s in all for the model calls still running.
@@ -469,6 +522,7 @@ class Core:
             self.wake.close()
         shares.trust()
         self._housekeeping.shutdown(wait=False)
+        self.voices.catalog.hub.close()
         self.sentences.close()
         if self.suppressor is not None:
             self.suppressor.close()
@@ -479,6 +533,20 @@ class Core:
         late = [name for scheduler in schedulers for name in scheduler.join(max(0.0, deadline - time.monotonic()))]
         if late:
             _LOGGER.warning("Model calls still running after %.0f s, not waited for: %s", timeout, ", ".join(late))
+
+
+def _known_entry(voice: KnownVoice) -> Entry:
+    """A voice the hub has, as clients see it before its first use."""
+    return Entry(
+        voice.name,
+        PIPER,
+        (voice.language,),
+        loaded=False,
+        version=None,
+        description=voice.description,
+        speakers=voice.speakers,
+        installed=False,
+    )
 
 
 def _voice_entry(voice: Voice, model: Entry | None) -> Entry:

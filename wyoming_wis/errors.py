@@ -27,6 +27,19 @@ class UnknownVoice(WisError):
     code = "unknown-voice"
 
 
+class NotInstalled(UnknownVoice):
+    """A voice the hub has but this machine does not, with downloads off: the message says how to allow them."""
+
+    code = "not-installed"
+
+
+class DownloadFailed(WisError):
+    """A fetch from the Hugging Face Hub failed: unreachable, a file missing there, cut short, or not the bytes its
+    list says; nothing of it was kept."""
+
+    code = "download-failed"
+
+
 class UnknownSpeaker(WisError):
     code = "unknown-speaker"
 

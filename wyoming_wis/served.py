@@ -71,6 +71,7 @@ class Entry:
     phrase: str | None = None  # a wake word model's phrase ("Okay Nabu")
     streams: int = 0  # a wake word model: streams listening for it now
     calls: tuple[Calls, ...] = ()  # its model's queues, its own first (Whisper's speech detector next); () unloaded
+    installed: bool = True  # False: a voice the hub has (hub.py), fetched on first use with --allow-download
 
     @property
     def kind(self) -> str:
@@ -91,16 +92,20 @@ class Served:
     """Everything a client may name, and what the server holds for them, at one moment."""
 
     models: tuple[Entry, ...]  # the models in memory or ready to load again: Whisper, Piper, XTTS, turn, wake words
-    voices: tuple[Entry, ...]  # every voice a client may name (Piper voices are loaded on first use)
+    voices: tuple[Entry, ...]  # every voice on this machine a client may name (Piper voices load on first use)
     openai_voices: Mapping[str, str]  # each OpenAI voice name and the voice it means
     partial_results: bool  # whether ASR sends text while the audio still streams
     budget_used: int  # bytes of client audio and uploads held now (--memory-budget-mb)
     budget_limit: int
     household_names: int = 0  # names from Home Assistant as last read (--hass-token), for every transcription
+    available_voices: tuple[Entry, ...] = ()  # the hub's voices not on this machine
+    downloads: bool = False  # --allow-download: a request for an available voice fetches it
 
     def names_voice(self, name: str) -> bool:
-        """Whether `name` leads to a voice: a voice's own name, or an OpenAI voice name in any case."""
-        return any(voice.name == name for voice in self.voices) or name.lower() in self.openai_voices
+        """Whether `name` leads to a voice: a voice's own name (here or the hub's), or an OpenAI voice name in any
+        case."""
+        voices = (*self.voices, *self.available_voices)
+        return any(voice.name == name for voice in voices) or name.lower() in self.openai_voices
 
     def of_kind(self, kind: str) -> tuple[Entry, ...]:
         return tuple(model for model in self.models if model.kind == kind)

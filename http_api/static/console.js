@@ -115,14 +115,16 @@ async function loadVoices() {
   const state = $("voices-state");
   try {
     const answer = await apiJson("v1/audio/voices");
-    voices = answer.voices;
+    // the hub's voices that are not here: listed, and spoken (fetched first) only where downloads are on
+    const where = answer.downloads ? "fetched on first use" : "not installed: downloads are off";
+    voices = answer.voices.filter((voice) => voice.installed || answer.downloads);
     $("voices").tBodies[0].replaceChildren(
-      ...voices.map((voice) =>
+      ...answer.voices.map((voice) =>
         h(
           "tr",
           { dataset: { voice: voice.id } },
           h("th", { scope: "row" }, voice.name, voice.description ? h("div", { class: "hint" }, voice.description) : null),
-          h("td", {}, voice.engine),
+          h("td", {}, voice.installed ? voice.engine : `${voice.engine} (${where})`),
           h("td", {}, voice.languages.join(", ")),
           h("td", {}, voice.speakers.length ? voice.speakers.join(", ") : "—"),
         ),

@@ -489,7 +489,8 @@ async function loadChoices() {
     sayError(state, error, "Models unavailable");
   }
   try {
-    const voices = (await apiJson("v1/audio/voices")).voices;
+    const answer = await apiJson("v1/audio/voices");
+    const voices = answer.voices.filter((voice) => voice.installed || answer.downloads);
     fillSelect(
       $("back-voice"),
       voices.map((voice) => [voice.id, voice.name]),

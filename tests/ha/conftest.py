@@ -25,12 +25,21 @@ from aiohttp import ClientSession
 from homeassistant import config_entries
 from homeassistant.components import stt, tts
 from homeassistant.components.assist_pipeline import async_pipeline_from_audio_stream
-from homeassistant.components.assist_pipeline.pipeline import PipelineEvent, PipelineEventType, PipelineStage
+from homeassistant.components.assist_pipeline.pipeline import (
+    PipelineEvent,
+    PipelineEventType,
+    PipelineStage,
+    async_create_default_pipeline,
+    async_update_pipeline,
+)
+from homeassistant.components.light import ColorMode, LightEntity
 from homeassistant.components.tts.helper import get_engine_instance
 from homeassistant.core import Context, HomeAssistant
 from homeassistant.data_entry_flow import FlowResultType
+from homeassistant.helpers import area_registry as ar
 from homeassistant.helpers import entity_registry as er
 from homeassistant.setup import async_setup_component
+from pytest_homeassistant_custom_component.common import MockPlatform, mock_platform
 from replies import words
 from support import ROOT, Pcm, decode, metadata, transcribe, wer, within
 
@@ -92,8 +101,9 @@ def free_port() -> int:
             pytest_socket.disable_socket(allow_unix_socket=True)
 
 
-def start_wis(workdir: Path, *options: str) -> WisServer:
-    """wyoming-wis with its bundled models (Whisper base, Piper joe) on a free port, ready; `options` added."""
+def start_wis(workdir: Path, *options: str, env: dict[str, str] | None = None) -> WisServer:
+    """wyoming-wis with its bundled models (Whisper base, Piper joe) on a free port, ready; `options` added, and
+    `env` to its environment."""
     assert SERVER.exists(), f"{SERVER} is missing: ./run.sh test installs it (or set WIS_HA_SERVER)"
     port = free_port()
     argv = [str(SERVER), "--data-dir", str(workdir / "data"), "--uri", f"tcp://127.0.0.1:{port}", "--no-http"]
@@ -101,7 +111,8 @@ def start_wis(workdir: Path, *options: str) -> WisServer:
     argv += ["--max-turn-seconds", str(MAX_TURN_SECONDS), "--no-speech-seconds", str(NO_SPEECH_SECONDS), *options]
     log_path = workdir / "server.log"
     with open(log_path, "wb") as log:
-        process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=log, env=offline_env(workdir), cwd=workdir)
+        environment = offline_env(workdir) | (env or {})
+        process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=log, env=environment, cwd=workdir)
     server = WisServer(process, log_path, "127.0.0.1", port)
     deadline = time.monotonic() + 180
     while READY_LINE not in server.log:
@@ -268,3 +279,51 @@ async def wis(hass: HomeAssistant, wis_server: WisServer) -> Wis:
     entry = await add_server(hass, wis_server.host, wis_server.port)
     ids = entity_ids(hass, entry)
     return Wis(hass, wis_server, entry, ids["stt"], ids["tts"])
+
+
+class KitchenLight(LightEntity):
+    """An on/off light that the default agent's HassTurnOn can find by name ("kitchen light") or by area."""
+
+    _attr_name = "Kitchen Light"
+    _attr_unique_id = "wis-ha-test-kitchen-light"  # in the entity registry, so it can have an area
+    _attr_should_poll = False
+    _attr_color_mode = ColorMode.ONOFF
+    _attr_supported_color_modes = {ColorMode.ONOFF}
+    _attr_is_on = False
+
+    async def async_turn_on(self, **kwargs: Any) -> None:
+        self._attr_is_on = True
+        self.async_write_ha_state()
+
+    async def async_turn_off(self, **kwargs: Any) -> None:
+        self._attr_is_on = False
+        self.async_write_ha_state()
+
+
+@pytest.fixture
+async def light(wis: Wis) -> str:
+    """The light's entity id: a `light` platform of a test integration (light domains are exposed to Assist by
+    default, homeassistant/components/homeassistant/exposed_entities.py)."""
+    entity = KitchenLight()
+
+    async def setup_platform(hass: HomeAssistant, config: Any, add_entities: Any, discovery_info: Any = None) -> None:
+        add_entities([entity])
+
+    mock_platform(wis.hass, "wis_test.light", MockPlatform(async_setup_platform=setup_platform))
+    assert await async_setup_component(wis.hass, "light", {"light": [{"platform": "wis_test"}]})
+    await wis.hass.async_block_till_done()
+    assert wis.hass.states.get(entity.entity_id).state == "off"
+    return entity.entity_id
+
+
+async def german_pipeline(wis: Wis, light: str, **tts: str | None) -> str:
+    """A German pipeline of our engines (HA's default one, made German), with the light in the area Küche: its id.
+    `tts`: the pipeline's tts_engine, tts_language and tts_voice, where they differ from the default pipeline's."""
+    kitchen = ar.async_get(wis.hass).async_create("Küche")
+    er.async_get(wis.hass).async_update_entity(light, area_id=kitchen.id)
+    pipeline = await async_create_default_pipeline(
+        wis.hass, stt_engine_id=wis.stt_id, tts_engine_id=wis.tts_id, pipeline_name="wyoming-wis"
+    )
+    assert pipeline is not None
+    await async_update_pipeline(wis.hass, pipeline, language="de", conversation_language="de", stt_language="de", **tts)
+    return pipeline.id

@@ -11,56 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-from conftest import HassClient, Wis, fetch
+from conftest import HassClient, Wis, fetch, german_pipeline
 from homeassistant.components.assist_pipeline.pipeline import (
     PipelineEventType,
     PipelineStage,
     async_create_default_pipeline,
-    async_update_pipeline,
 )
-from homeassistant.components.light import ColorMode, LightEntity
-from homeassistant.core import HomeAssistant
-from homeassistant.helpers import area_registry as ar
-from homeassistant.helpers import entity_registry as er
-from homeassistant.setup import async_setup_component
-from pytest_homeassistant_custom_component.common import MockPlatform, mock_platform
 from support import Pcm, chunks, espeak, stream, wer, within
-
-
-class KitchenLight(LightEntity):
-    """An on/off light that the default agent's HassTurnOn can find by name ("kitchen light") or by area."""
-
-    _attr_name = "Kitchen Light"
-    _attr_unique_id = "wis-ha-test-kitchen-light"  # in the entity registry, so it can have an area
-    _attr_should_poll = False
-    _attr_color_mode = ColorMode.ONOFF
-    _attr_supported_color_modes = {ColorMode.ONOFF}
-    _attr_is_on = False
-
-    async def async_turn_on(self, **kwargs: Any) -> None:
-        self._attr_is_on = True
-        self.async_write_ha_state()
-
-    async def async_turn_off(self, **kwargs: Any) -> None:
-        self._attr_is_on = False
-        self.async_write_ha_state()
-
-
-@pytest.fixture
-async def light(wis: Wis) -> str:
-    """The light's entity id: a `light` platform of a test integration (light domains are exposed to Assist by
-    default, homeassistant/components/homeassistant/exposed_entities.py)."""
-    entity = KitchenLight()
-
-    async def setup_platform(hass: HomeAssistant, config: Any, add_entities: Any, discovery_info: Any = None) -> None:
-        add_entities([entity])
-
-    mock_platform(wis.hass, "wis_test.light", MockPlatform(async_setup_platform=setup_platform))
-    assert await async_setup_component(wis.hass, "light", {"light": [{"platform": "wis_test"}]})
-    await wis.hass.async_block_till_done()
-    assert wis.hass.states.get(entity.entity_id).state == "off"
-    return entity.entity_id
 
 
 async def run(wis: Wis, pipeline_id: str, pcm: Pcm, end_stage: PipelineStage) -> dict[PipelineEventType, Any]:
@@ -92,24 +49,9 @@ async def test_english_command(wis: Wis, light: str, hass_client: HassClient) ->
 async def test_german_command(wis: Wis, light: str) -> None:
     """A German pipeline hears "Schalte das Licht in der Küche ein": our STT transcribes it, HA's German sentences match
     HassTurnOn for the lights in the area Küche. The pipeline ends at the intent (our voices speak English)."""
-    kitchen = ar.async_get(wis.hass).async_create("Küche")
-    er.async_get(wis.hass).async_update_entity(light, area_id=kitchen.id)
-    pipeline = await async_create_default_pipeline(
-        wis.hass, stt_engine_id=wis.stt_id, tts_engine_id=wis.tts_id, pipeline_name="wyoming-wis"
-    )
-    assert pipeline is not None
-    await async_update_pipeline(
-        wis.hass,
-        pipeline,
-        language="de",
-        conversation_language="de",
-        stt_language="de",
-        tts_engine=None,
-        tts_language=None,
-        tts_voice=None,
-    )
+    pipeline = await german_pipeline(wis, light, tts_engine=None, tts_language=None, tts_voice=None)
     command = "Schalte das Licht in der Küche ein"
-    data = await run(wis, pipeline.id, await espeak(command, "de"), PipelineStage.INTENT)
+    data = await run(wis, pipeline, await espeak(command, "de"), PipelineStage.INTENT)
 
     heard = data[PipelineEventType.STT_END]["stt_output"]["text"]
     assert wer(command, heard) <= 0.2, heard

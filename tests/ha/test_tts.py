@@ -27,7 +27,8 @@ from homeassistant.exceptions import HomeAssistantError
 from replies import REPLIES
 from support import LONG_ANSWER_PIECES, STREAMING_TTS, decode, within
 
-STALE_VOICE = "en_US-lessac-medium"  # a voice HA remembers from an earlier --voice; this server does not have it
+STALE_VOICE = "en_US-gone-medium"  # a voice HA remembers from an earlier --voice; neither here nor on the hub
+HUB_VOICE = "en_US-lessac-medium"  # the Hugging Face Hub has it; this server, with downloads off, may not fetch it
 
 
 async def entity_audio(wis: Wis, text: str, options: dict[str, str] | None = None, seconds: float = 20) -> bytes:
@@ -122,8 +123,23 @@ async def test_languages(wis: Wis, hass_client: HassClient, language: str) -> No
         await wis.assert_says(await streamed_audio(wis, ["Turned on ", "the light."], language=language), text)
 
 
+async def test_a_hub_voice_with_downloads_off_fails_at_once_saying_why(wis: Wis) -> None:
+    """Not spoken by the default voice, and no wait: Home Assistant 2026.11 raises the server's error, which says
+    how to allow downloads; releases before it ignore a Wyoming `error` and end with no audio when the server hangs
+    up."""
+    text = "Turned on the light."
+    call = wis.tts.async_get_tts_audio(text, wis.tts.default_language, {"voice": HUB_VOICE})
+    try:
+        answer = await within(2, "TTS in a voice of the hub", call)
+    except HomeAssistantError as err:
+        assert "--allow-download" in str(err.translation_placeholders), err.translation_placeholders
+    else:
+        assert answer == (None, None), answer[0]
+
+
 async def test_stale_voice(wis: Wis, hass_client: HassClient) -> None:
-    """A voice HA remembered from an earlier --voice, which the server no longer has: it speaks with its default
+    """A voice HA remembered from an earlier --voice, which the server no longer has (nor the hub): it speaks with
+    its default
     voice at once, on every path, rather than an error HA would wait on (HA reads until `audio-stop` or the end)."""
     text = "Turned on the light."
     options = {"voice": STALE_VOICE}

@@ -39,7 +39,9 @@ ATTRIBUTIONS = {
 
 
 def build_info(core: Core, external_vad: bool = False, processed_audio: bool = False) -> Info:
-    """Everything on this machine, marked installed: nothing advertised needs a download.
+    """Everything on this machine, marked installed; with --allow-download every voice the hub has as well,
+    marked installed too, as wyoming-piper does (Home Assistant's picker offers only those): it is fetched on its
+    first use, and its description says so.
 
     Unless `external_vad` (--external-vad), the server ends each turn itself, and says so: Home Assistant
     2026.10+ then streams audio until the transcript comes, without its own VAD and its 15 s cap.
@@ -63,7 +65,7 @@ def build_info(core: Core, external_vad: bool = False, processed_audio: bool = F
             languages=list(dict.fromkeys(tag for code in voice.languages for tag in spellings(code))),
             speakers=[TtsVoiceSpeaker(name=speaker) for speaker in voice.speakers] or None,
         )
-        for voice in served.voices
+        for voice in (*served.voices, *(served.available_voices if served.downloads else ()))
     ]
     wake = [
         WakeModel(**_artifact(model), languages=list(model.languages), phrase=model.phrase)
@@ -92,7 +94,8 @@ def build_info(core: Core, external_vad: bool = False, processed_audio: bool = F
 
 
 def _artifact(entry: Entry) -> dict[str, Any]:
-    """What Wyoming says of every model and voice (its `Artifact` fields): all of ours are installed."""
+    """What Wyoming says of every model and voice (its `Artifact` fields): all of ours are installed or, for a
+    voice, fetched on first use."""
     return {
         "name": entry.name,
         "attribution": ATTRIBUTIONS[entry.engine],
