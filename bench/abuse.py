@@ -108,6 +108,9 @@ the add-on and --hass-token tell it; the describe prober is a stranger.
   clones           --max-cloned-voices (and 8 more) voices cloned with Willow's POST /api/tts?speaker=, 4 at a
                    time, to a second server run with --xtts on a tiny random XTTS-v2: the quota's worth stored
                    (200), the rest refused (507, cannot-store), a replacement stored, and no more voices on disk
+  hub-voices       a second server run with --allow-download on a stand-in Hugging Face Hub of 12 voices: one
+                   address asks for speech in each, 2 at a time, then in the first 2 again: each spoken, each voice
+                   fetched once, and no more than twice the voices loaded on first use that it keeps
   rebinding        a page of evil.example rebound to the server (its Host, Origin and a browser's User-Agent)
                    posts save_audio=true to /api/willow and GETs /audio/willow.wav; a page of another site posts a
                    form to /v1/audio/transcriptions (403 each); a device's save_audio=true without a key (200,
@@ -163,7 +166,7 @@ from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.client import AsyncTcpClient
 from wyoming.event import Event, async_read_event
 from wyoming.info import Describe
-from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop
+from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeVoice
 from wyoming.wake import Detect
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -2439,6 +2442,77 @@ async def clones(target: Target, cloner: tuple[str, Path]) -> Finding:
     return Finding(outcome, expected and voices == stored, answers)
 
 
+# hub-voices
+
+
+HUB_VOICES = 12  # voices of the stand-in hub a client names one after another, past twice those kept
+HUB_AT_ONCE = 2
+
+
+@dataclass
+class HubReader:
+    """A second server, allowed to download, and the stand-in hub it fetches from."""
+
+    hub: Any  # tests/fake_hub.py's StandInHub
+    server: ServerProcess
+    http_url: str
+    names: list[str]
+
+
+async def start_hub_reader(stack: ExitStack) -> HubReader:
+    """A stand-in Hugging Face Hub on loopback whose HUB_VOICES voices are the bundled voice's bytes, and a second
+    server run with --allow-download reaching it, once it has the hub's list; no voice of the hub fetched yet."""
+    import fake_hub  # tests/fake_hub.py
+
+    from wyoming_wis.catalog import Catalog
+
+    data = CACHE / "abuse-hub-data"
+    shutil.rmtree(data, ignore_errors=True)  # the last run's voices and list
+    source = Catalog([data]).voice("en_US-joe-medium").path
+    names = [f"de_DE-abuse{n}-medium" for n in range(HUB_VOICES)]
+    hub = fake_hub.StandInHub({name: (source, None) for name in names})
+    stack.callback(hub.stop)
+    extra = ["--allow-download", "--asr-model", "tiny.en"]  # tiny.en: nothing to join into this data dir
+    server, http_url = await start_all_frontends("abuse-hub", data, stack, extra, env=hub.env())
+    listed = f"Piper voices' list from the Hugging Face Hub: {HUB_VOICES} voices"
+    deadline = time.monotonic() + ANSWER_S
+    while listed not in server.log_tail:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the second server did not fetch the stand-in hub's list:\n{server.log_tail}")
+        await asyncio.sleep(0.1)
+    return HubReader(hub, server, http_url, names)
+
+
+async def hub_voices(target: Target, reader: HubReader) -> Finding:
+    """From one address, speech in each of the hub's voices, HUB_AT_ONCE at a time, then in the first few again:
+    each voice spoken, each fetched once, and the second server holding no more than twice the voices it keeps."""
+    import fake_hub
+
+    from wyoming_wis.core import ON_DEMAND_VOICES
+
+    gate = asyncio.Semaphore(HUB_AT_ONCE)
+
+    async def speak(name: str) -> Answer:
+        async with gate:
+            events = [Synthesize(text="The garage door is open.", voice=SynthesizeVoice(name=name)).event()]
+            return await timed(name, wyoming_speech(reader.server.port, events, read_s=ANSWER_S))
+
+    names = reader.names
+    answers = list(await asyncio.gather(*(speak(name) for name in [*names, *names[:HUB_AT_ONCE]])))
+    fetches = await asyncio.to_thread(lambda: [reader.hub.fetched(fake_hub.voice_path(name)) for name in names])
+    async with httpx.AsyncClient(timeout=ANSWER_S) as http:
+        health = (await http.get(reader.http_url + "/health")).json()
+    held = len(health["tts"]) - 1  # the voices loaded on first use: all but the --voice one
+    status = Path(f"/proc/{reader.server.process.pid}/status").read_text()
+    peak_mib = int(status.split("VmHWM:")[1].split()[0]) / 1024  # the second server's, since it started
+    spoken = all(answer.status == "audio-stop" for answer in answers)
+    outcome = (
+        f"{tally(answers)}; each fetched {min(fetches)}-{max(fetches)} times; {held} voices loaded on first use "
+        f"held; the second server's peak {peak_mib:.0f} MiB"
+    )
+    return Finding(outcome, spoken and set(fetches) == {1} and held <= 2 * ON_DEMAND_VOICES, answers)
+
+
 # rebinding
 
 
@@ -2594,6 +2668,7 @@ ATTACKS = (
     Attack("form-parts", form_parts),
     Attack("echoes", echoes),
     Attack("clones", clones, start_cloner),
+    Attack("hub-voices", hub_voices, start_hub_reader),
     Attack("rebinding", rebinding),
     Attack("http-connections", http_connections),
     Attack("hass-answers", hass_answers, start_hass_reader),

@@ -21,7 +21,7 @@ import subprocess
 import sys
 import time
 import wave
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from importlib import metadata
@@ -160,17 +160,17 @@ def ours_command(src: Path = ROOT) -> list[str]:
 
 
 async def start_all_frontends(
-    name: str, data_dir: Path, stack: ExitStack, extra: Sequence[str] = ()
+    name: str, data_dir: Path, stack: ExitStack, extra: Sequence[str] = (), env: Mapping[str, str] | None = None
 ) -> tuple[ServerProcess, str]:
-    """wyoming-wis on its defaults (and `extra` flags) with Wyoming, HTTP and WebRTC on loopback, ready;
-    stopped with `stack`.
+    """wyoming-wis on its defaults (and `extra` flags, and `env` in its environment) with Wyoming, HTTP and WebRTC
+    on loopback, ready; stopped with `stack`.
 
     Returns the server and its HTTP base URL.
     """
     port, http_port = free_port(), free_port()
     argv = [*ours_command(), "--uri", f"tcp://{HOST}:{port}", "--http-host", HOST]
     argv += ["--http-port", str(http_port), "--data-dir", str(data_dir), "--rtc-ports", "any", *extra]
-    server = start_server(name, argv, port, offline_env(CACHE / "home"), ROOT, CACHE / "logs")
+    server = start_server(name, argv, port, offline_env(CACHE / "home") | dict(env or {}), ROOT, CACHE / "logs")
     stack.callback(stop_servers, [server])
     await wait_ready(server)
     return server, f"http://{HOST}:{http_port}"

@@ -87,7 +87,7 @@ __all__ = [
 
 _LOGGER = logging.getLogger(__name__)
 CLOSE_SECONDS = 5.0  # how long stopping waits for model calls already running
-ON_DEMAND_VOICES = 4  # Piper voices loaded on first use that are kept loaded (each 60-120 MB for a medium voice)
+ON_DEMAND_VOICES = 2  # Piper voices loaded on first use that are kept loaded (a medium voice holds about 160 MB)
 VOICE_IDLE_SECONDS = 30.0  # one of them not asked for in this long, and idle, may be closed for another (and,
 # past twice as many, any idle one)
 XTTS_VOICES = Path("voices") / "xtts"  # cloned voices, one folder per XTTS model, in the first data dir
