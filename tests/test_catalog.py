@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import threading
 from pathlib import Path
@@ -168,3 +170,15 @@ def test_xtts_is_found_by_path_in_data_dirs_and_in_the_hugging_face_cache(tmp_pa
         Catalog([tmp_path / "data"]).xtts_model("mine")
     message = str(error.value)
     assert "XTTS model 'mine' not found" in message and str(mine) in message and "--allow-download" in message
+
+
+def test_a_hub_list_over_its_cap_is_not_parsed(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A cached list of the hub's voices past MAX_LIST_BYTES is refused unread; the shipped list is used."""
+    from wyoming_wis.hub import CACHED_LIST, MAX_LIST_BYTES, SHIPPED_LIST, Hub, read_list
+
+    big = {"en_US-big-medium": {"files": {}, "padding": "x" * MAX_LIST_BYTES}}
+    (tmp_path / CACHED_LIST).write_text(json.dumps(big))
+    with caplog.at_level(logging.WARNING, logger="wyoming_wis.hub"):
+        voices = Hub(tmp_path).voices
+    assert "en_US-big-medium" not in voices and len(voices) == len(read_list(SHIPPED_LIST))
+    assert "over 8 MB" in caplog.text

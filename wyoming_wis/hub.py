@@ -154,9 +154,7 @@ class Hub:
         staging = Path(tempfile.mkdtemp(prefix=".piper-voices-", dir=self.cached_list.parent))
         try:
             path = _download(PIPER_VOICES_LIST, staging)
-            if path.stat().st_size > MAX_LIST_BYTES:
-                raise DownloadFailed(f"The hub's {PIPER_VOICES_LIST} is over {MAX_LIST_BYTES >> 20} MB")
-            voices = read_list(path)  # refused whole if it is no list at all
+            voices = read_list(path)  # refused whole if it is too big or no list at all
             os.replace(path, self.cached_list)
         except (DownloadFailed, OSError, ValueError) as err:
             _LOGGER.warning("Keeping the Piper voices' list the server has: %s", getattr(err, "message", err))
@@ -194,8 +192,12 @@ class Hub:
 
 
 def read_list(path: Path) -> Mapping[str, KnownVoice]:
-    """A `voices.json` (refused whole when it is not an object); entries that are not a voice, or whose language
-    needs a phonemizer that is not installed (their speech would be silence), are left out."""
+    """A `voices.json`, refused whole (ValueError) when it is over MAX_LIST_BYTES or not an object; entries that are
+    not a voice, or whose language needs a phonemizer that is not installed (their speech would be silence), are
+    left out. Blocking, and it grows with the file: at start or in a fetch's thread, never on the event loop."""
+    size = path.stat().st_size
+    if size > MAX_LIST_BYTES:
+        raise ValueError(f"{size} bytes, over {MAX_LIST_BYTES >> 20} MB")
     document = json.loads(path.read_text("utf-8"))
     if not isinstance(document, dict):
         raise ValueError("not a JSON object")
